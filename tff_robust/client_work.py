@@ -1,0 +1,226 @@
+"""Local training on one client: SGD on CE + RM + ER + WD (eqs. 1, 2, 8 of seed 000).
+
+The client receives the global weights w_t with the round's learning rate and
+step count, trains a copy w^i (and, with representation matching, its own
+matching parameters θ^i against a frozen copy of w_t), and returns the delta
+Δ^i = w^i − w_t with its aggregation weight and metric *sums*. A client whose
+update or loss is not finite returns a zero delta with weight 0, so it never
+reaches the global model.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.base import AccuracyFn
+from tff_robust import evaluation
+from tff_robust import regularizers
+from tff_robust.config import ClientConfig
+
+METRIC_KEYS = ("loss_sum", "correct", "count", "num_examples", "val_loss_sum",
+               "val_correct", "val_count", "pre_loss_sum", "pre_count", "nonfinite",
+               "num_clients")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  """The pieces of a task the computations need (no data)."""
+
+  model_fn: Callable[[], tf.keras.Model]
+  loss_fn: Callable[[], tf.keras.losses.Loss]
+  accuracy_fn: Optional[AccuracyFn]
+  element_spec: object  # of one unbatched (x, y) example
+
+
+def _batched_spec(element_spec):
+  return tf.nest.map_structure(
+      lambda s: tf.TensorSpec([None] + list(s.shape), s.dtype), element_spec)
+
+
+def _build_matcher(model: tf.keras.Model, seed: int):
+  from tff_robust import matching  # pylint: disable=g-import-not-at-top
+  return matching.RepresentationMatcher(model, seed=seed)
+
+
+def theta_specs(spec: ModelSpec, seed: int) -> list[tf.TensorSpec]:
+  """Shapes of the matching parameters θ for this task's model."""
+  with tf.Graph().as_default():
+    model = spec.model_fn()
+    matcher = _build_matcher(model, seed)
+    return [tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta]
+
+
+def initial_theta(spec: ModelSpec, seed: int) -> list[np.ndarray]:
+  """Fresh θ for a client seen for the first time (deterministic for ``seed``)."""
+  with tf.Graph().as_default():
+    model = spec.model_fn()
+    return _build_matcher(model, seed).initial_theta()
+
+
+def _weighting(kind: str, num_examples, train_acc, val_acc):
+  if kind == "num_examples":
+    return num_examples
+  if kind == "uniform":
+    return tf.constant(1.0)
+  if kind == "val_accuracy":
+    return val_acc
+  if kind == "train_accuracy":
+    return train_acc
+  raise ValueError(f"--weighting={kind!r} is not valid")
+
+
+def _all_finite(tensors) -> tf.Tensor:
+  return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+class ClientTrainer:
+  """Builds the client computation for one task and configuration.
+
+  ``has_val``: the client input carries a held-out validation dataset.
+  ``theta_in``: the client input carries its persisted θ and returns it
+  updated (``--rm_client_state=persist``); otherwise θ starts fresh each round.
+  ``pre_eval_batches``: evaluate the received model on that many batches before
+  training (the client-side loss source of seed 000 §3.3).
+  """
+
+  def __init__(self, spec: ModelSpec, config: ClientConfig, weighting: str, *,
+               has_val: bool, theta_in: bool, pre_eval_batches: int = 0, seed: int = 0):
+    self.spec = spec
+    self.config = config
+    self.weighting = weighting
+    self.has_val = has_val
+    self.uses_rm = config.rm_weight > 0
+    self.theta_in = theta_in and self.uses_rm
+    self.pre_eval_batches = pre_eval_batches
+    self.seed = seed
+
+  def input_type(self):
+    """The client-placed input: a dataset, or a struct (data, val, theta)."""
+    seq = tff.SequenceType(tff.types.tensorflow_to_type(self.spec.element_spec))
+    if not self.has_val and not self.theta_in:
+      return seq
+    fields = collections.OrderedDict(data=seq)
+    if self.has_val:
+      fields["val"] = seq
+    if self.theta_in:
+      fields["theta"] = [tff.TensorType(s.dtype.as_numpy_dtype, s.shape)
+                         for s in theta_specs(self.spec, self.seed)]
+    return tff.StructWithPythonType(list(fields.items()), collections.OrderedDict)
+
+  def build(self, broadcast_type) -> tff.Computation:
+    """``(broadcast, client_input) -> OrderedDict(delta, weight, metrics[, theta])``."""
+    cfg = self.config
+    spec = self.spec
+
+    @tff.tensorflow.computation(broadcast_type, self.input_type())
+    def client_update(broadcast, client_input):
+      if self.has_val or self.theta_in:
+        data = client_input["data"]
+        val = client_input["val"] if self.has_val else None
+        theta = client_input["theta"] if self.theta_in else None
+      else:
+        data, val, theta = client_input, None, None
+      model = spec.model_fn()
+      frozen = spec.model_fn() if self.uses_rm else None
+      matcher = _build_matcher(model, self.seed) if self.uses_rm else None
+      loss_fn = spec.loss_fn()
+      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta)
+
+    return client_update
+
+  def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta):
+    cfg = self.config
+    acc_fn = self.spec.accuracy_fn
+    weights = broadcast["model"]
+    lr = broadcast["lr"]
+    steps = broadcast["steps"]
+
+    @tf.function
+    def run(data, val, theta):
+      evaluation.assign_weights(model, weights.trainable, weights.non_trainable)
+      if frozen is not None:
+        evaluation.assign_weights(frozen, weights.trainable, weights.non_trainable)
+      if theta is not None:
+        for var, value in zip(matcher.theta, theta):
+          var.assign(value)
+      initial = [tf.identity(v) for v in model.trainable_variables]
+      zero = tf.constant(0.0)
+
+      pre_loss, pre_count = zero, zero
+      if self.pre_eval_batches > 0:
+        pre_loss, _, pre_count = evaluation.evaluate(
+            model, data.batch(cfg.batch_size).take(self.pre_eval_batches), loss_fn, None)
+
+      num_examples = data.reduce(zero, lambda c, _: c + 1.0)
+      if cfg.local_steps > 0:
+        batches = data.repeat().batch(cfg.batch_size).take(tf.cast(steps, tf.int64))
+      else:
+        batches = data.repeat(cfg.local_epochs).batch(cfg.batch_size)
+
+      train_vars = model.trainable_variables + (matcher.theta if matcher else [])
+
+      def sgd_step(x, y):
+        """One SGD step on eq. 2 (+ ER, WD) for w^i and θ^i; returns (CE, logits)."""
+        if matcher is not None:
+          _, frozen_acts, _ = matcher.forward(frozen, x, training=False, record_argmax=False)
+          frozen_acts = [tf.stop_gradient(a) for a in frozen_acts]
+        with tf.GradientTape() as tape:
+          if matcher is not None:
+            logits, acts, argmax = matcher.forward(model, x, training=True, record_argmax=True)
+          else:
+            logits = model(x, training=True)
+          task_loss = loss_fn(y, logits)
+          total = task_loss
+          if matcher is not None:
+            total += cfg.rm_weight * matcher.matching_loss(acts, argmax, frozen_acts)
+          if cfg.er_h_min > 0:
+            total += regularizers.entropy_regularizer(logits, cfg.er_h_min)
+          if cfg.wd_mu > 0:
+            total += cfg.wd_mu * regularizers.weight_divergence(model.trainable_variables, initial)
+        grads = tape.gradient(total, train_vars)
+        for var, grad in zip(train_vars, grads):
+          if grad is not None:
+            var.assign_sub(lr * grad)
+        return task_loss, logits
+
+      loss_sum, correct, count = zero, zero, zero
+      for x, y in batches:
+        task_loss, logits = sgd_step(x, y)
+        n = tf.cast(tf.shape(logits)[0], tf.float32)
+        loss_sum += task_loss * n
+        count += n
+        if acc_fn is not None:
+          correct += acc_fn(y, logits)[0]
+
+      val_loss, val_correct, val_count = zero, zero, zero
+      if val is not None:
+        val_loss, val_correct, val_count = evaluation.evaluate(
+            model, val.batch(cfg.batch_size), loss_fn, acc_fn)
+
+      delta = [v - w for v, w in zip(model.trainable_variables, initial)]
+      finite = tf.logical_and(_all_finite(delta), tf.math.is_finite(loss_sum))
+      train_acc = tf.math.divide_no_nan(correct, count)
+      val_acc = tf.math.divide_no_nan(val_correct, val_count)
+      weight = tf.cast(_weighting(self.weighting, num_examples, train_acc, val_acc), tf.float32)
+      weight = tf.where(finite, weight, 0.0)
+      delta = [tf.where(finite, d, tf.zeros_like(d)) for d in delta]
+      keep = tf.cast(finite, tf.float32)
+      metrics = collections.OrderedDict(
+          loss_sum=loss_sum * keep, correct=correct * keep, count=count * keep,
+          num_examples=num_examples, val_loss_sum=val_loss * keep,
+          val_correct=val_correct * keep, val_count=val_count * keep,
+          pre_loss_sum=pre_loss, pre_count=pre_count,
+          nonfinite=1.0 - keep, num_clients=tf.constant(1.0))
+      out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)
+      if self.theta_in:
+        out["theta"] = [tf.identity(v) for v in matcher.theta]
+      return out
+
+    return run(data, val, theta)

@@ -1,0 +1,79 @@
+"""Plain configuration of one learning process (what `flags/` parses into)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
+AH_LOSS_SOURCES = ("server", "clients")
+RM_CLIENT_STATES = ("persist", "reset")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+  """Local training on a client (Algorithm 2 of seed 004, CLIENTOPT = SGD).
+
+  ``local_steps`` > 0 trains K steps of batch ``batch_size``; otherwise
+  ``local_epochs`` passes over the client's data.
+  """
+
+  lr: float = 0.05
+  lr_schedule: str = "constant"
+  lr_decay_rate: float = 1.0
+  lr_decay_every: int = 1
+  local_steps: int = 20
+  local_epochs: int = 0
+  steps_decay_rate: float = 1.0
+  steps_decay_every: int = 1
+  min_local_steps: int = 1
+  batch_size: int = 64
+  rm_weight: float = 0.0  # representation matching, eq. 2 of seed 000 (0 = off)
+  er_h_min: float = 0.0  # entropy regularisation, eq. 8 of seed 000 (0 = off)
+  wd_mu: float = 0.0  # weight divergence (FedProx baseline) (0 = off)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+  """Server optimizer of seed 004 (SERVEROPT applied to the pseudo-gradient -Δ)."""
+
+  opt: str = "sgd"
+  lr: float = 1.0
+  momentum: float = 0.9
+  beta1: float = 0.9
+  beta2: float = 0.99
+  tau: float = 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class AHConfig:
+  """Adaptive hyper-parameters (seed 000 §3.2); grids in real units."""
+
+  lr_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3)
+  steps_grid: tuple[int, ...] = (5, 10, 20, 40, 80)
+  window: int = 5
+  hyper_lr: float = 1.0
+  init_lr: Optional[float] = None
+  init_steps: Optional[int] = None
+  init_std: float = 0.25
+  loss_source: str = "server"
+  client_eval_batches: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessConfig:
+  """Everything `process.build_process` needs besides the task."""
+
+  client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
+  server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
+  weighting: str = "num_examples"
+  ah: Optional[AHConfig] = None
+  seed: int = 0
+
+  @property
+  def uses_rm(self) -> bool:
+    return self.client.rm_weight > 0
+
+  @property
+  def needs_client_val(self) -> bool:
+    return self.weighting == "val_accuracy"

@@ -1,0 +1,64 @@
+"""Loss and accuracy of a Keras model over a batched dataset, graph-friendly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+import tensorflow as tf
+
+from tasks.base import AccuracyFn
+
+
+def assign_weights(model: tf.keras.Model, trainable, non_trainable) -> None:
+  """Sets a Keras model's variables from (trainable, non_trainable) lists."""
+  for var, value in zip(model.trainable_variables, trainable):
+    var.assign(value)
+  for var, value in zip(model.non_trainable_variables, non_trainable):
+    var.assign(value)
+
+
+def evaluate(model: tf.keras.Model, dataset: tf.data.Dataset,
+             loss_fn: tf.keras.losses.Loss,
+             accuracy_fn: Optional[AccuracyFn]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """Returns (sum of per-batch mean loss × batch size, correct, examples) over ``dataset``.
+
+  ``dataset`` yields batched ``(x, y)``. Sums, not means, so callers can add
+  them across clients before dividing.
+  """
+
+  def step(acc, batch):
+    loss_sum, correct, count = acc
+    x, y = batch
+    logits = model(x, training=False)
+    n = tf.cast(tf.shape(logits)[0], tf.float32)
+    loss_sum += loss_fn(y, logits) * n
+    if accuracy_fn is not None:
+      c, _ = accuracy_fn(y, logits)
+      correct += c
+    return loss_sum, correct, count + n
+
+  zero = tf.constant(0.0)
+  return dataset.reduce((zero, zero, zero), step)
+
+
+def make_evaluator(model_fn: Callable[[], tf.keras.Model], loss_fn: Callable[[], tf.keras.losses.Loss],
+                   accuracy_fn: Optional[AccuracyFn]):
+  """An eager evaluator ``fn(trainable, non_trainable, dataset) -> dict``, traced once."""
+  model = model_fn()
+  loss = loss_fn()
+
+  @tf.function
+  def _run(trainable, non_trainable, dataset):
+    assign_weights(model, trainable, non_trainable)
+    return evaluate(model, dataset, loss, accuracy_fn)
+
+  def fn(trainable, non_trainable, dataset: tf.data.Dataset) -> dict[str, float]:
+    loss_sum, correct, count = _run(list(trainable), list(non_trainable), dataset)
+    count = max(float(count), 1.0)
+    out = {"loss": float(loss_sum) / count}
+    if accuracy_fn is not None:
+      out["accuracy"] = float(correct) / count
+    return out
+
+  return fn

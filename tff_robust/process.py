@@ -1,0 +1,212 @@
+"""One TFF `LearningProcess`: generalized FedAvg (seed 004, Algorithm 2) with RM/ER/WD
+client work (seed 000 §3.1) and the adaptive hyper-parameter policy (seed 000 §3.2) in
+its server state.
+
+A round: the server fixes the round's client learning rate and step count (a
+schedule, or a sample h_t ~ P(·|ψ_t)), broadcasts them with w_t; each client
+trains (`client_work`); deltas are aggregated with weights (`aggregation`);
+the server optimizer applies the pseudo-gradient −Δ_t (`server_opt`); with AH
+the loss of w_{t+1} gives the reward that updates ψ (`reinforce`, eq. 7).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_robust import aggregation
+from tff_robust import client_work
+from tff_robust import schedules
+from tff_robust import server_opt
+from tff_robust.config import ProcessConfig
+
+ModelWeights = tff.learning.models.ModelWeights
+
+
+def initial_weights(model_fn, seed: int) -> ModelWeights:
+  """Model weights drawn by Keras' initialisers under ``seed`` (reproducible)."""
+  tf.keras.utils.set_random_seed(seed)
+  model = model_fn()
+  return ModelWeights(
+      trainable=[v.numpy() for v in model.trainable_variables],
+      non_trainable=[v.numpy() for v in model.non_trainable_variables])
+
+
+def _tensor_specs(values) -> list[tf.TensorSpec]:
+  return [tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for v in values]
+
+
+class RobustProcess(tff.learning.templates.LearningProcess):
+  """A `LearningProcess` that also exposes what the training loop needs.
+
+  Attributes beyond the base class:
+    client_input_type: the client-placed input of ``next``.
+    next_with_client_states: with ``--rm_client_state=persist``, a computation
+      ``(state, client_inputs) -> (LearningProcessOutput, θ@CLIENTS)``; ``None`` otherwise.
+    trainer: the `client_work.ClientTrainer` (describes the client input).
+  """
+
+  def __init__(self, initialize_fn, next_fn, get_model_weights, set_model_weights, *,
+               next_with_client_states, trainer: client_work.ClientTrainer,
+               get_hparams_fn=None, set_hparams_fn=None):
+    super().__init__(initialize_fn, next_fn, get_model_weights, set_model_weights,
+                     get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+    self.next_with_client_states = next_with_client_states
+    self.trainer = trainer
+    self.client_input_type = trainer.input_type()
+
+
+def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
+                  rm_client_state: str = "reset",
+                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                  aggregator: str = "mean") -> RobustProcess:
+  """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
+
+  Args:
+    spec: model builder, loss, accuracy and the element spec of client data.
+    config: client, server, weighting and AH configuration.
+    rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
+      ``reset`` (fresh θ each round).
+    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    aggregator: see `aggregation.AGGREGATORS`.
+  """
+  ccfg, scfg = config.client, config.server
+  w0 = initial_weights(spec.model_fn, config.seed)
+  weights_type = ModelWeights(
+      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
+      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
+  trainable_specs = _tensor_specs(w0.trainable)
+
+  optimizer = server_opt.build_server_optimizer(
+      scfg.opt, learning_rate=scfg.lr, momentum=scfg.momentum, beta1=scfg.beta1,
+      beta2=scfg.beta2, tau=scfg.tau)
+  agg_process = aggregation.build_aggregator(aggregator).create(
+      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
+      tff.TensorType(np.float32))
+
+  trainer = client_work.ClientTrainer(
+      spec, ccfg, config.weighting, has_val=config.needs_client_val,
+      theta_in=rm_client_state == "persist", seed=config.seed)
+
+  # ---- server-side TF computations -------------------------------------------------
+  @tff.tensorflow.computation
+  def server_init():
+    return collections.OrderedDict(
+        model=ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
+                           non_trainable=[tf.constant(v) for v in w0.non_trainable]),
+        opt=optimizer.initialize(trainable_specs),
+        round=tf.constant(0, tf.int32))
+
+  state_type = server_init.type_signature.result
+
+  @tff.tensorflow.computation(state_type)
+  def round_hparams(state):
+    """The round's client lr and local steps (schedules of seed 004 / seed 000's FA)."""
+    t = state["round"] + 1
+    lr = schedules.client_lr(t, ccfg.lr, ccfg.lr_schedule, ccfg.lr_decay_rate, ccfg.lr_decay_every)
+    steps = schedules.local_steps(t, ccfg.local_steps, ccfg.steps_decay_rate,
+                                  ccfg.steps_decay_every, ccfg.min_local_steps)
+    return collections.OrderedDict(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
+
+  hparams_type = round_hparams.type_signature.result
+
+  @tff.tensorflow.computation(state_type, hparams_type)
+  def make_broadcast(state, hparams):
+    return collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
+
+  client_update = trainer.build(make_broadcast.type_signature.result)
+  client_out_type = client_update.type_signature.result
+  metrics_type = client_out_type["metrics"]
+
+  @tff.tensorflow.computation(state_type, hparams_type, agg_process.next.type_signature.result.result.member,
+                              metrics_type, agg_process.initialize.type_signature.result.member)
+  def server_update(state, hparams, mean_delta, sums, agg_state):
+    """x_{t+1} = SERVEROPT(x_t, −Δ_t); skipped when no client update survived."""
+    trainable = list(state["model"].trainable)
+    any_update = sums["num_clients"] - sums["nonfinite"] > 0
+    pseudo_grad = [-d for d in mean_delta]
+    opt_state, new_trainable = optimizer.next(state["opt"], trainable, pseudo_grad)
+    new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
+    opt_state = tf.nest.map_structure(lambda n, o: tf.where(any_update, n, o), opt_state, state["opt"])
+    new_state = collections.OrderedDict(
+        model=ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable)),
+        opt=opt_state, round=state["round"] + 1)
+    count = tf.maximum(sums["count"], 1.0)
+    metrics = collections.OrderedDict(
+        train_loss=sums["loss_sum"] / count,
+        train_accuracy=sums["correct"] / count,
+        client_lr=hparams["lr"], local_steps=hparams["steps"],
+        num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
+        examples_trained=sums["count"],
+        update_norm=tf.linalg.global_norm(mean_delta))
+    if config.needs_client_val:
+      metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_count"])
+    return new_state, metrics
+
+  # ---- federated computations ------------------------------------------------------
+  agg_state_type = agg_process.initialize.type_signature.result.member
+
+  full_state_type = tff.StructWithPythonType(
+      [("core", state_type), ("agg", agg_state_type)], collections.OrderedDict)
+
+  @tff.federated_computation
+  def initialize_fn():
+    core = tff.federated_eval(server_init, tff.SERVER)
+    agg = agg_process.initialize()
+    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg))
+
+  def _round(state, client_inputs):
+    core, agg_state = state.core, state.agg
+    hparams = tff.federated_map(round_hparams, core)
+    broadcast = tff.federated_broadcast(tff.federated_map(make_broadcast, (core, hparams)))
+    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
+    agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
+    sums = tff.federated_sum(outputs.metrics)
+    updated = tff.federated_map(
+        server_update, (core, hparams, agg_output.result, sums, agg_output.state))
+    new_core, metrics = updated[0], updated[1]
+    new_state = tff.federated_zip(collections.OrderedDict(core=new_core, agg=agg_output.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics), outputs
+
+  server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
+  clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
+
+  @tff.federated_computation(server_state_type, clients_type)
+  def next_fn(state, client_inputs):
+    output, _ = _round(state, client_inputs)
+    return output
+
+  next_with_client_states = None
+  if trainer.theta_in:
+    @tff.federated_computation(server_state_type, clients_type)
+    def next_with_client_states(state, client_inputs):
+      output, outputs = _round(state, client_inputs)
+      return output, outputs.theta
+
+  @tff.tensorflow.computation(full_state_type)
+  def get_model_weights(state):
+    return state["core"]["model"]
+
+  @tff.tensorflow.computation(full_state_type, weights_type)
+  def set_model_weights(state, weights):
+    core = collections.OrderedDict(state["core"].items())
+    core["model"] = weights
+    return collections.OrderedDict(core=core, agg=state["agg"])
+
+  @tff.tensorflow.computation(full_state_type)
+  def get_hparams(state):
+    return optimizer.get_hparams(state["core"]["opt"])
+
+  @tff.tensorflow.computation(full_state_type, get_hparams.type_signature.result)
+  def set_hparams(state, hparams):
+    core = collections.OrderedDict(state["core"].items())
+    core["opt"] = optimizer.set_hparams(state["core"]["opt"], hparams)
+    return collections.OrderedDict(core=core, agg=state["agg"])
+
+  return RobustProcess(initialize_fn, next_fn, get_model_weights, set_model_weights,
+                       next_with_client_states=next_with_client_states, trainer=trainer,
+                       get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
