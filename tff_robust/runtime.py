@@ -103,6 +103,15 @@ def _context_kwargs() -> dict:
       transform_result=tensorflow_computation.transform_result)
 
 
+def disown_default_context() -> None:
+  """Replaces the context TFF installs at import, so TFF itself never starts a worker.
+
+  Also silences the error its worker manager's ``__del__`` prints at interpreter exit.
+  """
+  context_stack_impl.context_stack.set_default_context(runtime_error_context.RuntimeErrorContext())
+  gc.collect()
+
+
 class Runtime:
   """Owns the TFF execution context and the worker processes it talks to.
 

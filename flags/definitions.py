@@ -1,0 +1,163 @@
+"""Flag definitions and their translation into plain configs, validated before any tracing.
+
+Flags are read here and in `tff_robust.main` only; everything below takes the
+dataclasses this module returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from absl import flags
+
+import tasks
+from tasks.base import TaskOptions
+from tff_robust import aggregation
+from tff_robust import schedules
+from tff_robust import server_opt
+from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, ProcessConfig
+from tff_robust.config import RM_CLIENT_STATES, ServerConfig, WEIGHTINGS
+from tff_robust.loop import LoopConfig
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """Defines every flag of `python -m tff_robust.main` (idempotent)."""
+  if "task" in FLAGS:
+    return
+  # Task and data.
+  flags.DEFINE_string("task", "mnist", "Task name (" + ", ".join(tasks.task_names())
+                      + ") or a plug-in 'package.module:function' returning a tasks.base.Task.")
+  flags.DEFINE_string("data_source", "default", "Task-specific data source; 'default' = offline default.")
+  flags.DEFINE_string("data_dir", None, "Directory with downloaded data / caches.")
+  flags.DEFINE_string("model", "default", "Task-specific model variant.")
+  flags.DEFINE_string("partition", "default", "iid | one_class | dirichlet | natural (task-specific).")
+  flags.DEFINE_integer("num_clients", 10, "Number of clients for centrally held data sets.")
+  flags.DEFINE_float("dirichlet_alpha", 0.5, "Concentration of the dirichlet partition.")
+  # Rounds and sampling.
+  flags.DEFINE_integer("rounds", 30, "Number of federated rounds.")
+  flags.DEFINE_integer("clients_per_round", 0, "Clients sampled per round (0: use --client_fraction).")
+  flags.DEFINE_float("client_fraction", 1.0, "Fraction C of clients sampled per round.")
+  flags.DEFINE_integer("seed", 0, "Seed of initial weights, client sampling, data order, policies.")
+  # Client training.
+  flags.DEFINE_float("client_lr", 0.05, "Client SGD learning rate η_l.")
+  flags.DEFINE_enum("client_lr_schedule", "constant", list(schedules.LR_SCHEDULES),
+                    "Client lr schedule: constant, invsqrt (η_l/√t), expdecay (staircase).")
+  flags.DEFINE_float("client_lr_decay_rate", 0.1, "expdecay factor γ.")
+  flags.DEFINE_integer("client_lr_decay_every", 500, "expdecay: decay every N rounds.")
+  flags.DEFINE_integer("local_steps", 20, "Local SGD steps K per round (0: use --local_epochs).")
+  flags.DEFINE_integer("local_epochs", 0, "Local epochs E when --local_steps=0.")
+  flags.DEFINE_float("local_steps_decay_rate", 1.0, "Fixed decay of local steps: K·γ^floor((t-1)/N).")
+  flags.DEFINE_integer("local_steps_decay_every", 1, "Decay local steps every N rounds.")
+  flags.DEFINE_integer("min_local_steps", 1, "Lower bound of the decayed local steps.")
+  flags.DEFINE_integer("batch_size", 64, "Client batch size B.")
+  flags.DEFINE_enum("weighting", "num_examples", list(WEIGHTINGS),
+                    "Aggregation weights: num_examples, uniform, val_accuracy, train_accuracy.")
+  flags.DEFINE_integer("client_val_every", 10,
+                       "With val_accuracy weighting, every n-th client example is held out.")
+  # Server optimizer.
+  flags.DEFINE_string("server_opt", "sgd", "Server optimizer: " + ", ".join(server_opt.SERVER_OPTIMIZERS))
+  flags.DEFINE_float("server_lr", 1.0, "Server learning rate η.")
+  flags.DEFINE_float("server_momentum", None, "sgdm (FedAvgM) momentum (default 0.9; only for sgdm).")
+  flags.DEFINE_float("server_beta1", 0.9, "β1 of FedAdagrad/FedAdam/FedYogi.")
+  flags.DEFINE_float("server_beta2", 0.99, "β2 of FedAdam/FedYogi.")
+  flags.DEFINE_float("server_tau", 1e-3, "τ (adaptivity) of FedAdagrad/FedAdam/FedYogi.")
+  flags.DEFINE_string("aggregator", "mean", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
+  # Representation matching, entropy regularisation, weight divergence.
+  flags.DEFINE_float("rm_weight", 0.0, "Weight of the representation-matching loss (0 = off).")
+  flags.DEFINE_enum("rm_client_state", "persist", list(RM_CLIENT_STATES),
+                    "Matching parameters θ: persist per client, or reset each round.")
+  flags.DEFINE_float("er_h_min", 0.0, "Entropy regularisation H_min (0 = off).")
+  flags.DEFINE_float("wd_mu", 0.0, "Weight-divergence (FedProx) coefficient μ (0 = off).")
+  # Outputs.
+  flags.DEFINE_string("root_output_dir", "/tmp/tff_robust", "Root of all outputs.")
+  flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
+  flags.DEFINE_integer("rounds_per_eval", 10, "Evaluate on the test set every N rounds.")
+  flags.DEFINE_integer("rounds_per_checkpoint", 10, "Checkpoint every N rounds.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything `main` needs, parsed and validated."""
+
+  task: str
+  task_options: TaskOptions
+  process: ProcessConfig
+  loop: LoopConfig
+  aggregator: str
+  rm_client_state: str
+
+
+def _check(cond: bool, flag: str, value, allowed: str) -> None:
+  if not cond:
+    raise ValueError(f"--{flag}={value!r} is not valid: {allowed}.")
+
+
+def experiment_name(f=FLAGS) -> str:
+  parts = [f.task.replace(":", "_").replace(".", "_"), f.server_opt]
+  if f.rm_weight > 0:
+    parts.append("rm")
+  if f.wd_mu > 0:
+    parts.append("wd")
+  parts.append(f"s{f.seed}")
+  return "_".join(parts)
+
+
+def parse(f=FLAGS) -> RunConfig:
+  """Validates every flag and returns the configs; raises ValueError naming flag, value, choices."""
+  _check(f.rounds >= 1, "rounds", f.rounds, "must be ≥ 1")
+  _check(f.clients_per_round >= 0, "clients_per_round", f.clients_per_round, "must be ≥ 0")
+  _check(0 < f.client_fraction <= 1, "client_fraction", f.client_fraction, "must be in (0, 1]")
+  _check(f.client_lr > 0, "client_lr", f.client_lr, "must be > 0")
+  _check(f.local_steps >= 0, "local_steps", f.local_steps, "must be ≥ 0")
+  _check(f.local_steps > 0 or f.local_epochs > 0, "local_epochs", f.local_epochs,
+         "must be ≥ 1 when --local_steps=0")
+  _check(f.local_epochs >= 0, "local_epochs", f.local_epochs, "must be ≥ 0")
+  _check(0 < f.local_steps_decay_rate <= 1, "local_steps_decay_rate", f.local_steps_decay_rate,
+         "must be in (0, 1]")
+  _check(f.local_steps_decay_every >= 1, "local_steps_decay_every", f.local_steps_decay_every, "must be ≥ 1")
+  _check(f.min_local_steps >= 1, "min_local_steps", f.min_local_steps, "must be ≥ 1")
+  _check(f.batch_size >= 1, "batch_size", f.batch_size, "must be ≥ 1")
+  _check(f.client_val_every >= 2, "client_val_every", f.client_val_every, "must be ≥ 2")
+  _check(f.rm_weight >= 0, "rm_weight", f.rm_weight, "must be ≥ 0")
+  _check(f.er_h_min >= 0, "er_h_min", f.er_h_min, "must be ≥ 0")
+  _check(f.wd_mu >= 0, "wd_mu", f.wd_mu, "must be ≥ 0")
+  _check(f.rounds_per_eval >= 1, "rounds_per_eval", f.rounds_per_eval, "must be ≥ 1")
+  _check(f.rounds_per_checkpoint >= 1, "rounds_per_checkpoint", f.rounds_per_checkpoint, "must be ≥ 1")
+  _check(f.aggregator in aggregation.AGGREGATORS, "aggregator", f.aggregator,
+         "choose one of: " + ", ".join(aggregation.AGGREGATORS))
+  schedule = f.client_lr_schedule
+  decay_rate = f.client_lr_decay_rate if schedule == "expdecay" else 1.0
+  schedules.validate_schedule(schedule, decay_rate, f.client_lr_decay_every)
+
+  task_options = TaskOptions(
+      data_source=f.data_source, data_dir=f.data_dir, num_clients=f.num_clients,
+      partition=f.partition, dirichlet_alpha=f.dirichlet_alpha, model=f.model, seed=f.seed)
+  if not tasks.is_plugin(f.task):
+    tasks.validate_task_options(f.task, task_options)
+
+  momentum = f.server_momentum
+  if momentum is None:
+    momentum = 0.9 if f.server_opt == "sgdm" else 0.0
+  server = ServerConfig(opt=f.server_opt, lr=f.server_lr, momentum=momentum,
+                        beta1=f.server_beta1, beta2=f.server_beta2, tau=f.server_tau)
+  server_opt.build_server_optimizer(server.opt, learning_rate=server.lr, momentum=server.momentum,
+                                    beta1=server.beta1, beta2=server.beta2, tau=server.tau)
+  client = ClientConfig(
+      lr=f.client_lr, lr_schedule=schedule, lr_decay_rate=decay_rate,
+      lr_decay_every=f.client_lr_decay_every, local_steps=f.local_steps, local_epochs=f.local_epochs,
+      steps_decay_rate=f.local_steps_decay_rate, steps_decay_every=f.local_steps_decay_every,
+      min_local_steps=f.min_local_steps, batch_size=f.batch_size, rm_weight=f.rm_weight,
+      er_h_min=f.er_h_min, wd_mu=f.wd_mu)
+  process = ProcessConfig(client=client, server=server, weighting=f.weighting, seed=f.seed)
+  name = f.experiment_name or experiment_name(f)
+  loop = LoopConfig(
+      output_dir=os.path.join(f.root_output_dir, name), rounds=f.rounds,
+      clients_per_round=f.clients_per_round, client_fraction=f.client_fraction,
+      rounds_per_eval=f.rounds_per_eval, rounds_per_checkpoint=f.rounds_per_checkpoint,
+      seed=f.seed, client_val_every=f.client_val_every)
+  return RunConfig(task=f.task, task_options=task_options, process=process, loop=loop,
+                   aggregator=f.aggregator, rm_client_state=f.rm_client_state)

@@ -1,0 +1,226 @@
+"""The training loop: samples clients, feeds the process, keeps client state,
+releases metrics (CSV, TensorBoard, log) and checkpoints through `tff.program`.
+
+Everything random is derived from (seed, round): the clients sampled, each
+client's data order and the process' own per-round seeds. A run resumed from a
+checkpoint therefore continues exactly as the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.base import Task
+from tff_robust import client_states
+from tff_robust import evaluation
+from tff_robust.process import RobustProcess
+
+logger = logging.getLogger("tff_robust")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """How the driver runs a process (flags `--rounds`, `--clients_per_round`, ...)."""
+
+  output_dir: str
+  rounds: int = 50
+  clients_per_round: int = 0  # 0: use client_fraction
+  client_fraction: float = 1.0
+  rounds_per_eval: int = 10
+  rounds_per_checkpoint: int = 10
+  seed: int = 0
+  client_val_every: int = 10  # every n-th example of a client is held out, when validation is used
+  shuffle_buffer: int = 1000
+  eval_batch_size: int = 256
+  max_clients_in_memory: int = 1000
+  log_every: int = 1
+
+
+def run_sync(coro: Coroutine) -> Any:
+  """Runs a coroutine to completion, also inside a running event loop (Colab)."""
+  try:
+    asyncio.get_running_loop()
+  except RuntimeError:
+    return asyncio.run(coro)
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    return pool.submit(asyncio.run, coro).result()
+
+
+def num_sampled(num_clients: int, clients_per_round: int, fraction: float) -> int:
+  """Clients per round: an explicit count, else max(1, round(C·K))."""
+  if clients_per_round > 0:
+    return min(clients_per_round, num_clients)
+  return max(1, min(num_clients, int(round(fraction * num_clients))))
+
+
+def sample_clients(client_ids: Sequence[str], n: int, seed: int, round_num: int) -> list[str]:
+  """A reproducible sample of ``n`` distinct clients for ``round_num``."""
+  rng = np.random.default_rng([seed, round_num, 0x5A4D])
+  idx = rng.choice(len(client_ids), size=n, replace=False)
+  return [client_ids[i] for i in sorted(idx)]
+
+
+def _data_seed(seed: int, round_num: int, index: int) -> int:
+  return int(np.random.default_rng([seed, round_num, index, 0xDA7A]).integers(2**31 - 1))
+
+
+def split_validation(dataset: tf.data.Dataset, every: int) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+  """(train, val): every ``every``-th example is held out for validation."""
+  indexed = dataset.enumerate()
+  val = indexed.filter(lambda i, _: i % every == 0).map(lambda _, e: e)
+  train = indexed.filter(lambda i, _: i % every != 0).map(lambda _, e: e)
+  return train, val
+
+
+class ReleaseManagers:
+  """Metrics to CSV and TensorBoard (`tff.program`) and to the log."""
+
+  def __init__(self, output_dir: str):
+    self.csv = tff.program.CSVFileReleaseManager(
+        file_path=os.path.join(output_dir, "metrics.csv"), key_fieldname="round")
+    self.tensorboard = tff.program.TensorBoardReleaseManager(
+        summary_dir=os.path.join(output_dir, "tensorboard"))
+
+  def release(self, metrics: dict[str, float], round_num: int) -> None:
+    async def _release():
+      await self.csv.release(metrics, key=round_num)
+      await self.tensorboard.release(metrics, key=round_num)
+    run_sync(_release())
+
+
+def _to_float_dict(metrics) -> dict[str, float]:
+  out = {}
+  for key, value in (metrics.items() if hasattr(metrics, "items") else []):
+    if hasattr(value, "items"):
+      for sub, v in _to_float_dict(value).items():
+        out[f"{key}/{sub}"] = v
+    else:
+      arr = np.asarray(value)
+      if arr.ndim == 0:
+        out[key] = float(arr)
+      else:
+        for i, v in enumerate(arr.reshape(-1)):
+          out[f"{key}/{i}"] = float(v)
+  return out
+
+
+class TrainingLoop:
+  """Drives ``process`` over ``task`` as ``config`` says; see `run`."""
+
+  def __init__(self, process: RobustProcess, task: Task, config: LoopConfig, *,
+               batch_size_eval: Optional[int] = None,
+               initial_theta_fn: Optional[Callable[[str], list[np.ndarray]]] = None):
+    self.process = process
+    self.task = task
+    self.config = config
+    self.client_ids = sorted(task.train.client_ids)
+    self.trainer = process.trainer
+    os.makedirs(config.output_dir, exist_ok=True)
+    self.releases = ReleaseManagers(config.output_dir)
+    self.checkpoints = tff.program.FileProgramStateManager(
+        root_dir=os.path.join(config.output_dir, "checkpoints"), keep_total=3, keep_first=False)
+    self.theta_store = None
+    if self.trainer.theta_in:
+      if initial_theta_fn is None:
+        raise ValueError("persisted client state needs initial_theta_fn")
+      self.theta_store = client_states.ClientStateStore(
+          os.path.join(config.output_dir, "client_states"), initial_theta_fn,
+          config.max_clients_in_memory)
+    self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
+    self._test = task.test.batch(config.eval_batch_size).cache()
+    self.history: list[dict[str, float]] = []
+
+  # ---- inputs ------------------------------------------------------------------------
+  def client_input(self, cid: str, round_num: int, index: int):
+    data = self.task.train.create_tf_dataset_for_client(cid)
+    val = None
+    if self.trainer.has_val:
+      data, val = split_validation(data, self.config.client_val_every)
+    data = data.shuffle(self.config.shuffle_buffer, seed=_data_seed(self.config.seed, round_num, index),
+                        reshuffle_each_iteration=True)
+    if not self.trainer.has_val and not self.trainer.theta_in:
+      return data
+    out = collections.OrderedDict(data=data)
+    if val is not None:
+      out["val"] = val
+    if self.trainer.theta_in:
+      out["theta"] = self.theta_store.get(cid)
+    return out
+
+  def evaluate(self, state) -> dict[str, float]:
+    weights = self.process.get_model_weights(state)
+    return {f"test_{k}": v for k, v in self._evaluate(weights.trainable, weights.non_trainable,
+                                                       self._test).items()}
+
+  # ---- checkpoints -------------------------------------------------------------------
+  def _save(self, state, round_num: int) -> None:
+    if self.theta_store is not None:
+      self.theta_store.checkpoint(round_num)
+    run_sync(self.checkpoints.save({"state": state, "round": np.int32(round_num)}, round_num))
+
+  def _restore(self, initial_state):
+    versions = run_sync(self.checkpoints.get_versions())
+    if not versions:
+      return initial_state, 0
+    latest = max(versions)
+    saved = run_sync(self.checkpoints.load(latest, {"state": initial_state, "round": np.int32(0)}))
+    round_num = int(saved["round"])
+    if self.theta_store is not None:
+      self.theta_store.restore(round_num)
+    logger.info("Resumed from the checkpoint of round %d.", round_num)
+    return saved["state"], round_num
+
+  # ---- the loop ----------------------------------------------------------------------
+  def run(self) -> dict[str, float]:
+    """Runs (or resumes) training; returns the final metrics (test accuracy/loss)."""
+    cfg = self.config
+    state, start = self._restore(self.process.initialize())
+    per_round = num_sampled(len(self.client_ids), cfg.clients_per_round, cfg.client_fraction)
+    final: dict[str, float] = {}
+    for round_num in range(start + 1, cfg.rounds + 1):
+      t0 = time.perf_counter()
+      cids = sample_clients(self.client_ids, per_round, cfg.seed, round_num)
+      inputs = [self.client_input(cid, round_num, i) for i, cid in enumerate(cids)]
+      if self.theta_store is not None:
+        output, thetas = self.process.next_with_client_states(state, inputs)
+        for cid, theta in zip(cids, thetas):
+          self.theta_store.put(cid, list(theta), round_num)
+      else:
+        output = self.process.next(state, inputs)
+      state = output.state
+      metrics = _to_float_dict(output.metrics)
+      metrics["round_seconds"] = time.perf_counter() - t0
+      if round_num % cfg.rounds_per_eval == 0 or round_num == cfg.rounds:
+        metrics.update(self.evaluate(state))
+      self.releases.release(metrics, round_num)
+      self.history.append({"round": round_num, **metrics})
+      if round_num % cfg.log_every == 0 or round_num == cfg.rounds:
+        logger.info("round %d/%d %s", round_num, cfg.rounds,
+                    " ".join(f"{k}={v:.4g}" for k, v in metrics.items()
+                             if k in ("train_loss", "train_accuracy", "test_loss", "test_accuracy",
+                                      "client_lr", "local_steps", "round_seconds")))
+      if round_num % cfg.rounds_per_checkpoint == 0 or round_num == cfg.rounds:
+        self._save(state, round_num)
+      final = metrics
+    if start >= cfg.rounds:
+      final = self.evaluate(state)
+    self.state = state
+    result = {k: v for k, v in final.items() if k.startswith("test_")}
+    if not result:
+      result = self.evaluate(state)
+    with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
+      json.dump(result, f, indent=2, sort_keys=True)
+    return result
