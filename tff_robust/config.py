@@ -39,7 +39,7 @@ class ServerConfig:
 
   opt: str = "sgd"
   lr: float = 1.0
-  momentum: float = 0.9
+  momentum: float = 0.0  # sgdm only
   beta1: float = 0.9
   beta2: float = 0.99
   tau: float = 1e-3

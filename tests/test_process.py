@@ -1,0 +1,166 @@
+"""The learning process against hand computations of generalized FedAvg (seed 004, Alg. 2-4)."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tasks.base import sparse_accuracy
+from tff_robust import client_work, evaluation, process
+from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
+
+DIM, CLASSES = 6, 3
+
+
+def model_fn():
+  return tf.keras.Sequential([
+      tf.keras.layers.Dense(8, activation="relu", input_shape=(DIM,)),
+      tf.keras.layers.Dense(CLASSES)])
+
+
+def loss_fn():
+  return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+SPEC = client_work.ModelSpec(model_fn, loss_fn, sparse_accuracy,
+                             (tf.TensorSpec([DIM], tf.float32), tf.TensorSpec([], tf.int32)))
+
+
+def make_clients(sizes=(30, 50, 20), seed=0, nan_client=None):
+  rng = np.random.default_rng(seed)
+  w = rng.normal(size=(DIM, CLASSES))
+  out = []
+  for k, n in enumerate(sizes):
+    x = rng.normal(size=(n, DIM)).astype(np.float32)
+    y = np.argmax(x @ w, 1).astype(np.int32)
+    if k == nan_client:
+      x[0, 0] = np.nan
+    out.append((x, y))
+  return out
+
+
+def datasets(clients):
+  return [tf.data.Dataset.from_tensor_slices(c) for c in clients]
+
+
+def manual_client_delta(w0, x, y, lr, steps, batch):
+  """K steps of plain SGD on CE, in eager TF (the CLIENTOPT of Algorithm 2)."""
+  model = model_fn()
+  for v, val in zip(model.trainable_variables, w0):
+    v.assign(val)
+  loss = loss_fn()
+  ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).take(steps)
+  for xb, yb in ds:
+    with tf.GradientTape() as tape:
+      l = loss(yb, model(xb))
+    for v, g in zip(model.trainable_variables, tape.gradient(l, model.trainable_variables)):
+      v.assign_sub(lr * g)
+  return [v.numpy() - w for v, w in zip(model.trainable_variables, w0)]
+
+
+def build(opt="sgd", lr=1.0, weighting="num_examples", **server):
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=4, batch_size=8),
+                      server=ServerConfig(opt=opt, lr=lr, **server), weighting=weighting, seed=3)
+  return process.build_process(SPEC, cfg)
+
+
+@pytest.fixture(scope="module")
+def sgd_process(tff_rt):
+  return build()
+
+
+def weighted_mean(deltas, weights):
+  weights = np.asarray(weights, np.float64) / np.sum(weights)
+  return [sum(w * d[i] for w, d in zip(weights, deltas)) for i in range(len(deltas[0]))]
+
+
+def test_one_round_is_weighted_fedavg(sgd_process):
+  clients = make_clients()
+  state = sgd_process.initialize()
+  w0 = [np.asarray(v) for v in sgd_process.get_model_weights(state).trainable]
+  out = sgd_process.next(state, datasets(clients))
+  w1 = sgd_process.get_model_weights(out.state).trainable
+  deltas = [manual_client_delta(w0, x, y, 0.1, 4, 8) for x, y in clients]
+  expected = weighted_mean(deltas, [len(y) for _, y in clients])
+  for got, w, d in zip(w1, w0, expected):
+    np.testing.assert_allclose(got, w + d, atol=2e-5)
+  assert float(out.metrics["num_clients"]) == 3
+  assert float(out.metrics["examples_trained"]) == 3 * 4 * 8
+
+
+def test_nonfinite_client_never_reaches_model(sgd_process):
+  clients = make_clients(nan_client=1)
+  state = sgd_process.initialize()
+  out = sgd_process.next(state, datasets(clients))
+  good = sgd_process.next(state, datasets([clients[0], clients[2]]))
+  for a, b in zip(sgd_process.get_model_weights(out.state).trainable,
+                  sgd_process.get_model_weights(good.state).trainable):
+    assert np.all(np.isfinite(a))
+    np.testing.assert_allclose(a, b, atol=1e-6)
+  assert float(out.metrics["nonfinite_clients"]) == 1
+
+
+def test_all_clients_nonfinite_keeps_model(sgd_process):
+  clients = make_clients(sizes=(10,), nan_client=0)
+  state = sgd_process.initialize()
+  out = sgd_process.next(state, datasets(clients))
+  for a, b in zip(sgd_process.get_model_weights(out.state).trainable,
+                  sgd_process.get_model_weights(state).trainable):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_uniform_weighting_and_yogi_server_step(tff_rt):
+  """Uniform weights, then Reddi et al.'s FedYogi step on that mean (β1, β2, τ, v_{-1}=τ²)."""
+  clients = make_clients()
+  p = build(opt="yogi", lr=0.05, weighting="uniform", beta1=0.9, beta2=0.99, tau=1e-2)
+  state = p.initialize()
+  w0 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
+  out = p.next(state, datasets(clients))
+  deltas = [manual_client_delta(w0, x, y, 0.1, 4, 8) for x, y in clients]
+  mean = weighted_mean(deltas, [1, 1, 1])
+  tau = 1e-2
+  for got, w, d in zip(p.get_model_weights(out.state).trainable, w0, mean):
+    m = 0.1 * d
+    v = tau**2 - 0.01 * d**2 * np.sign(tau**2 - d**2)
+    np.testing.assert_allclose(got, w + 0.05 * m / (np.sqrt(v) + tau), atol=2e-5, rtol=1e-4)
+  assert p.get_hparams(out.state)["learning_rate"] == pytest.approx(0.05)
+
+
+def test_toy_problem_is_solved(sgd_process):
+  clients = make_clients(sizes=(60, 60, 60, 60), seed=1)
+  state = sgd_process.initialize()
+  for _ in range(40):
+    state = sgd_process.next(state, datasets(clients)).state
+  weights = sgd_process.get_model_weights(state)
+  evaluate = evaluation.make_evaluator(model_fn, loss_fn, sparse_accuracy)
+  x = np.concatenate([c[0] for c in clients])
+  y = np.concatenate([c[1] for c in clients])
+  result = evaluate(weights.trainable, weights.non_trainable,
+                    tf.data.Dataset.from_tensor_slices((x, y)).batch(64))
+  assert result["accuracy"] > 0.9
+
+
+def test_val_accuracy_weighting_uses_client_validation(tff_rt):
+  """Seed 003's heuristic: each client's delta weighted by its held-out accuracy."""
+  p = build(weighting="val_accuracy")
+  clients = make_clients(sizes=(40, 40, 40), seed=2)
+  state = p.initialize()
+  w0 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
+  inputs = [collections.OrderedDict(data=tf.data.Dataset.from_tensor_slices((x[10:], y[10:])),
+                                    val=tf.data.Dataset.from_tensor_slices((x[:10], y[:10])))
+            for x, y in clients]
+  out = p.next(state, inputs)
+  deltas, accs = [], []
+  for x, y in clients:
+    d = manual_client_delta(w0, x[10:], y[10:], 0.1, 4, 8)
+    model = model_fn()
+    for v, w, dd in zip(model.trainable_variables, w0, d):
+      v.assign(w + dd)
+    accs.append(np.mean(np.argmax(model(x[:10]).numpy(), 1) == y[:10]))
+    deltas.append(d)
+  assert len(set(accs)) > 1, "the test needs clients with different validation accuracy"
+  expected = weighted_mean(deltas, accs)
+  for got, w, d in zip(p.get_model_weights(out.state).trainable, w0, expected):
+    np.testing.assert_allclose(got, w + d, atol=2e-5)
+  assert float(out.metrics["client_val_accuracy"]) == pytest.approx(np.mean(accs), abs=1e-6)
