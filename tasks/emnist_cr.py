@@ -1,0 +1,113 @@
+"""Federated EMNIST character recognition (62 classes, one client per writer).
+
+The task of Reddi et al. (seed 004, EMNIST CR): TFF's federated EMNIST read by
+TFF's own loader, ``tff.simulation.datasets.emnist.load_data(only_digits=False)``,
+from ``<data_dir>/emnist_all.sqlite`` (``data_dir`` defaults to TFF's cache
+``~/.tff``). That loader downloads when the file is absent; this module never
+lets it: it raises `DataMissingError` first.
+
+Elements are ``(pixels[28, 28, 1] float32, label int32)`` as in TFF's EMNIST
+baseline (pixels in [0, 1], 1.0 = background, not inverted).
+
+``--num_clients`` caps the training clients: ``0``, or at least the number of
+writers, keeps all of them; otherwise a ``--seed``-determined random sample of
+that many writers is used. Note the common default of 10 therefore gives 10
+writers: pass ``--num_clients=0`` for the full 3,400. The test set is always
+every writer's test split pooled.
+
+The model is Reddi et al.'s EMNIST CR CNN, the architecture of TFF's
+``baselines.emnist.emnist_models.create_conv_dropout_model``; TFF's version ends
+in a softmax, so it is written here with a logits output.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+import tasks
+from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
+
+NAME = "emnist_cr"
+DATA_SOURCES = ("tff",)
+MODELS = ("cnn",)
+PARTITIONS = ("natural",)
+NUM_CLASSES = 62
+SQLITE_NAME = "emnist_all.sqlite"  # What TFF's loader decompresses emnist_all.sqlite.lzma to.
+
+
+def sqlite_path(data_dir: str | None) -> str:
+  """Where TFF's loader looks for the EMNIST database for cache dir ``data_dir``."""
+  cache_dir = data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
+  return os.path.join(cache_dir, SQLITE_NAME)
+
+
+def create_cnn() -> tf.keras.Sequential:
+  """Reddi et al.'s EMNIST CR CNN (seed 004) with 62 logits; 1,206,590 parameters."""
+  return tf.keras.Sequential([
+      tf.keras.Input(shape=(28, 28, 1)),
+      tf.keras.layers.Conv2D(32, 3, activation="relu"),
+      tf.keras.layers.Conv2D(64, 3, activation="relu"),
+      tf.keras.layers.MaxPooling2D(2),
+      tf.keras.layers.Dropout(0.25),
+      tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(128, activation="relu"),
+      tf.keras.layers.Dropout(0.5),
+      tf.keras.layers.Dense(NUM_CLASSES),
+  ], name="emnist_cr_cnn")
+
+
+def _to_xy(element) -> tuple[tf.Tensor, tf.Tensor]:
+  """TFF's parsed ``{'label', 'pixels'}`` -> ``(pixels[28, 28, 1], label)``."""
+  return tf.expand_dims(element["pixels"], axis=-1), element["label"]
+
+
+def _map_to_xy(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  return dataset.map(_to_xy)
+
+
+def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData,
+                                                      tff.simulation.datasets.ClientData]:
+  """TFF's 62-class ``(train, test)`` EMNIST ClientData from an existing file; never downloads."""
+  path = sqlite_path(data_dir)
+  if not os.path.isfile(path):
+    raise DataMissingError(
+        f"Federated EMNIST is not on disk: expected the file {path}. On a machine with network run "
+        f"`tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir={os.path.dirname(path)!r})` "
+        f"once (it downloads and decompresses emnist_all.sqlite.lzma there) and copy {SQLITE_NAME} to "
+        f"{os.path.dirname(path)}, or pass --data_dir pointing at the directory that holds it.")
+  return tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir=os.path.dirname(path))
+
+
+def select_clients(client_ids: list[str], num_clients: int, seed: int) -> list[str]:
+  """All ids if ``num_clients`` is 0 or >= their number, else a seeded sample (sorted)."""
+  if num_clients == 0 or num_clients >= len(client_ids):
+    return list(client_ids)
+  rng = np.random.default_rng(seed)
+  pick = rng.choice(len(client_ids), size=num_clients, replace=False)
+  return sorted(client_ids[i] for i in pick)
+
+
+def build_task(options: TaskOptions) -> Task:
+  """Builds EMNIST CR from TFF's on-disk federated EMNIST."""
+  options = tasks.resolve_options(NAME, options)
+  raw_train, raw_test = load_client_data(options.data_dir)
+  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
+  if len(ids) < len(raw_train.client_ids):
+    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+        ids, raw_train.serializable_dataset_fn)
+  train = raw_train.preprocess(_map_to_xy)
+  test = _map_to_xy(raw_test.create_tf_dataset_from_all_clients(seed=options.seed))
+  return Task(
+      name=NAME,
+      train=train,
+      test=test,
+      model_fn=create_cnn,
+      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      accuracy_fn=sparse_accuracy,
+      num_classes=NUM_CLASSES,
+      info=(f"Federated EMNIST (62 classes) from {sqlite_path(options.data_dir)}: {len(ids)} of "
+            f"{len(raw_test.client_ids)} writers for training, all writers' test data pooled; model cnn."))

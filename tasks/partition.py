@@ -1,0 +1,168 @@
+"""Splitting a centralised labelled data set among simulated clients.
+
+Three partitions:
+
+* ``iid``: a seeded shuffle split into near-equal parts.
+* ``one_class``: the non-iid split of seed 000 (Sec. 5): every client holds
+  examples of exactly one class. With as many clients as classes, client ``k``
+  holds all of the ``k``-th class; with more clients, client ``k`` holds class
+  ``k mod C`` and a class's examples are split evenly among its clients.
+* ``dirichlet``: the latent-Dirichlet-allocation split (Hsu et al., 2019): for
+  every class ``c``, proportions ``p_c ~ Dir(alpha * 1_K)`` over the ``K``
+  clients, and client ``k`` gets a ``p_{c,k}`` share of class ``c``. Small
+  ``alpha`` gives skewed label mixes, large ``alpha`` near-iid ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+PARTITION_KINDS = ("iid", "one_class", "dirichlet")
+
+# (x, y) -> (x, y), applied with `tf.data.Dataset.map` to every element.
+PreprocessFn = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
+
+
+def partition(labels: np.ndarray, num_clients: int, kind: str, *, alpha: float = 0.5,
+              seed: int = 0) -> list[np.ndarray]:
+  """Returns each client's example indices (sorted, int64); deterministic for ``seed``.
+
+  Args:
+    labels: 1-D integer class labels of the whole data set.
+    num_clients: number of clients ``K >= 1``.
+    kind: one of ``iid``, ``one_class``, ``dirichlet``.
+    alpha: Dirichlet concentration (``dirichlet`` only), ``> 0``.
+    seed: non-negative seed for all random choices.
+
+  Raises:
+    ValueError: on a bad argument, e.g. fewer clients than classes for
+      ``one_class`` or fewer examples than clients.
+  """
+  labels = np.asarray(labels)
+  if labels.ndim != 1 or labels.size == 0:
+    raise ValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}.")
+  if not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(f"labels must be integers, got dtype {labels.dtype}.")
+  if isinstance(num_clients, bool) or not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+    raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}.")
+  num_clients = int(num_clients)
+  if num_clients > labels.size:
+    raise ValueError(f"num_clients={num_clients} exceeds the number of examples ({labels.size}): "
+                     "every client needs at least one example.")
+  if kind not in PARTITION_KINDS:
+    raise ValueError(f"kind={kind!r} is not a partition; choose one of: {', '.join(PARTITION_KINDS)}.")
+  if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+  rng = np.random.default_rng(int(seed))
+  if kind == "iid":
+    parts = np.array_split(rng.permutation(labels.size), num_clients)
+  elif kind == "one_class":
+    parts = _one_class(labels, num_clients, rng)
+  else:
+    if not (np.isfinite(alpha) and alpha > 0):
+      raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
+    parts = _dirichlet(labels, num_clients, float(alpha), rng)
+  return [np.sort(p).astype(np.int64) for p in parts]
+
+
+def _one_class(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+  """Client k gets an even share of class ``classes[k mod C]``."""
+  classes = np.unique(labels)
+  num_classes = classes.size
+  if num_clients < num_classes:
+    raise ValueError(
+        f"one_class partition needs num_clients >= number of classes; got num_clients={num_clients} "
+        f"for {num_classes} classes.")
+  parts: list[Optional[np.ndarray]] = [None] * num_clients
+  for c_pos, c in enumerate(classes):
+    owners = list(range(c_pos, num_clients, num_classes))
+    members = rng.permutation(np.flatnonzero(labels == c))
+    if members.size < len(owners):
+      raise ValueError(
+          f"one_class partition: class {c} has {members.size} examples, fewer than its "
+          f"{len(owners)} clients (num_clients={num_clients}).")
+    for owner, share in zip(owners, np.array_split(members, len(owners))):
+      parts[owner] = share
+  return parts
+
+
+def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float,
+               rng: np.random.Generator) -> list[np.ndarray]:
+  """LDA split: class c's examples are cut in Dir(alpha)-distributed shares.
+
+  A client left empty receives one random example from the currently largest
+  client, so every client holds data (this is needed only for tiny ``alpha``).
+  """
+  shares: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+  for c in np.unique(labels):
+    members = rng.permutation(np.flatnonzero(labels == c))
+    proportions = rng.dirichlet(np.full(num_clients, alpha))
+    cuts = np.round(np.cumsum(proportions)[:-1] * members.size).astype(int)
+    for k, piece in enumerate(np.split(members, cuts)):
+      shares[k].append(piece)
+  parts = [np.concatenate(s) if s else np.zeros([0], np.int64) for s in shares]
+  for k in range(num_clients):
+    if parts[k].size == 0:
+      donor = int(np.argmax([p.size for p in parts]))
+      pick = int(rng.integers(parts[donor].size))
+      parts[k] = parts[donor][pick:pick + 1]
+      parts[donor] = np.delete(parts[donor], pick)
+  return parts
+
+
+def client_data_from_arrays(x: np.ndarray, y: np.ndarray, parts: Sequence[np.ndarray],
+                            preprocess: Optional[PreprocessFn] = None) -> tff.simulation.datasets.ClientData:
+  """A ``ClientData`` whose client ``str(k)`` yields unbatched ``(x[i], y[i])`` for ``i`` in ``parts[k]``.
+
+  Keep ``x`` compact (e.g. ``uint8``) and convert in ``preprocess``: the
+  examples are constants in the dataset graphs that TFF ships to its workers.
+  A dataset made by ``create_tf_dataset_for_client`` (Python client id) holds
+  only that client's examples; the traced path used by ``dataset_computation``
+  and ``create_tf_dataset_from_all_clients`` (client id as a string tensor)
+  holds all of them and slices at run time.
+
+  Args:
+    x: features, first axis = examples.
+    y: labels, first axis = examples.
+    parts: each client's example indices (non-empty), e.g. from `partition`.
+    preprocess: optional ``(x, y) -> (x, y)`` mapped over every element.
+  """
+  x, y = np.asarray(x), np.asarray(y)
+  if x.shape[:1] != y.shape[:1]:
+    raise ValueError(f"x and y must have the same number of examples, got {x.shape[:1]} and {y.shape[:1]}.")
+  if len(parts) == 0:
+    raise ValueError("parts must hold at least one client.")
+  parts = [np.asarray(p, dtype=np.int64).reshape([-1]) for p in parts]
+  for k, p in enumerate(parts):
+    if p.size == 0:
+      raise ValueError(f"parts[{k}] is empty: every client needs at least one example.")
+    if p.min() < 0 or p.max() >= x.shape[0]:
+      raise ValueError(f"parts[{k}] has indices outside [0, {x.shape[0]}).")
+  order = np.concatenate(parts)
+  x_all, y_all = x[order], y[order]
+  offsets = np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64)
+  num_clients = len(parts)
+
+  def dataset_fn(client_id) -> tf.data.Dataset:
+    if isinstance(client_id, str):
+      k = int(client_id)
+      if not 0 <= k < num_clients:
+        raise ValueError(f"client_id={client_id!r} is not one of '0'..'{num_clients - 1}'.")
+      lo, hi = offsets[k], offsets[k + 1]
+      ds = tf.data.Dataset.from_tensor_slices((x_all[lo:hi], y_all[lo:hi]))
+    else:
+      k = tf.strings.to_number(client_id, out_type=tf.int64)
+      start = tf.gather(tf.constant(offsets), k)
+      size = tf.gather(tf.constant(offsets), k + 1) - start
+      ds = tf.data.Dataset.from_tensor_slices((x_all, y_all)).skip(start).take(size)
+    if preprocess is not None:
+      ds = ds.map(preprocess)
+    return ds
+
+  return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+      [str(k) for k in range(num_clients)], dataset_fn)
