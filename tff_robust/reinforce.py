@@ -1,0 +1,447 @@
+"""Online REINFORCE policy over a discrete hyper-parameter grid (seed 000, §3.2–3.3).
+
+The server keeps a discrete Gaussian P(h|ψ) over a D-dimensional grid of
+hyper-parameters (by default the client learning rate and the number of local
+SGD steps). Each round it samples h_t ~ P(·|ψ_t), the clients train with h_t,
+the server measures the loss L_{t+1} of the new aggregate model, turns it into
+the reward r_t = (L_t − L_{t+1}) / L_t and updates ψ with the causal-baseline
+REINFORCE rule of Eq. 7 / Algorithm 1 (lines 15–18).
+
+Normalised grid. For dimension p with allowed raw values H_p, let g = log10(H_p)
+if ``log_scale[p]`` else g = H_p. The normalised values are
+
+    u = (g − mean(g)) / (2 · max|g − mean(g)|)
+
+so every dimension has exactly zero mean and max|u| = 0.5, i.e. u ⊂ [−0.5, 0.5]
+for any grid, symmetric or not (a one-value dimension maps to u = 0). For a
+log-scale dimension equal ratios of raw values are equal steps in u. The grid
+H is the Cartesian product of the per-dimension values, flattened in C order:
+point j = (i_0, …, i_{D−1}) with j = ravel_multi_index(i, [|H_0|, …, |H_{D−1}|]).
+
+Policy. ψ = {μ ∈ R^D, log_prec ∈ R^D}, A = diag(exp(log_prec)):
+
+    e_j = −½ Σ_d A_d (h_jd − μ_d)²,   log P(h_j|ψ) = e_j − logsumexp_j' e_j'.
+
+This is an exponential family on the grid, so the score is analytic:
+
+    ∂ log P(h_j)/∂μ_d        = A_d (h_jd − μ_d) − E_P[A_d (h_d − μ_d)]
+    ∂ log P(h_j)/∂log_prec_d = −½ A_d (h_jd − μ_d)² + ½ E_P[A_d (h_d − μ_d)²].
+
+Update (Eq. 7, Algorithm 1). The window holds the last Z' + 1 = min(Z, t−1) + 1
+pairs (r_τ, ∇_ψ log P(h_τ|ψ_τ)); each score is computed when h_τ is sampled, at
+ψ_τ. With r̂_t the mean of the valid rewards in the window,
+
+    ψ_{t+1} = ψ_t + η_H Σ_{τ=t−Z'}^{t} (r_τ − r̂_t) ∇_ψ log P(h_τ|ψ_τ).
+
+The seed prints "ψ ← ψ − η_H(…)", but its objective (Eq. 3) is to *maximise*
+J_t = E[r_t] and Eq. 4–5 is the gradient of J_t: gradient *ascent* is the
+update that does that, so this module ascends (a sign typo in the seed).
+After each update μ is clamped to the grid's normalised range per dimension
+(seed 000, Fig. 3 caption). As a numerical safeguard (not in the seed)
+log_prec is clamped to [LOG_PREC_MIN, LOG_PREC_MAX], i.e. a standard deviation
+between ~0.009 and ~20 normalised units; the bound is inactive in normal runs.
+
+Everything that runs per round (`log_probs`, `score`, `sample`,
+`record_and_update`, `reward`, `observe_loss`, the real-unit helpers) is pure
+TensorFlow on tensors with fixed shapes and no Python state or tf.Variable, so
+it can be called inside a ``tff.tensorflow.computation`` or ``tf.function``.
+Build-time helpers (`normalized_grid`, `grid_values`, `bounds`,
+`initial_state`) return numpy values, which TFF computations may capture.
+
+Intended round of a TFF server (seed derived by the caller from (experiment
+seed, round)):
+
+    index, state = sample(state, points, seed)
+    h = tf.gather(grid_values(config), index)       # broadcast to clients
+    ... clients train, server aggregates, evaluates L_{t+1} ...
+    state, r = observe_loss(state, loss_after, config.hyper_lr, bounds(config),
+                            config.min_reward)
+
+The raw grid values are float32; integer dimensions (local steps) are cast by
+the caller, e.g. ``tf.cast(tf.round(h[1]), tf.int32)``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import NamedTuple, Optional
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_LR_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+DEFAULT_STEPS_GRID = (5.0, 10.0, 20.0, 40.0, 80.0)
+
+# Numerical safeguard on log_prec (std = exp(−log_prec / 2) in normalised units).
+LOG_PREC_MIN = -6.0
+LOG_PREC_MAX = 9.5
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+  """Hyper-hyper-parameters of the adaptive hyper-parameter policy.
+
+  Attributes:
+    grids: allowed raw values per dimension (strictly increasing, finite;
+      positive for log-scale dimensions). Default: client learning rate and
+      number of local SGD steps.
+    log_scale: per dimension, normalise log10 of the values (learning rates).
+    names: per dimension, a short name used in metric keys and in error
+      messages as ``--ah_<name>_grid``. Default ``("lr", "steps")`` for D = 2,
+      ``("h0", "h1", ...)`` otherwise.
+    window: Z, the baseline interval of Eq. 7 (window of Z + 1 rounds).
+    hyper_lr: η_H. Rewards are relative loss reductions, ~0.01–0.1 per round,
+      and differ between grid points by ~0.01–0.05; at the default init_std
+      the μ-score has magnitude ~A·|h − μ| ≈ 16·0.25 = 4, and each sample is
+      reused in Z + 1 updates, so η_H = 0.05 moves μ by roughly 0.01–0.05
+      normalised units (a fraction of one grid spacing, 0.2–0.25) per round:
+      μ can cross the grid in tens to hundreds of rounds (the scale of Fig. 3)
+      without one noisy round jumping a grid cell.
+    init_mu: initial μ in RAW units (e.g. ``(0.01, 20)``); ``None`` = the
+      centre of the normalised grid (μ = 0). Must lie inside the grid range.
+    init_std: initial standard deviation in normalised units, the same for all
+      dimensions: log_prec = −2 log(init_std). 0.25 keeps the neighbours of the
+      mode likely (relative weight ~0.7 at a spacing of 0.2) while making the
+      far end of the grid rare.
+    min_reward: lower clip of the reward; a non-finite L_{t+1} (divergence)
+      gets this reward. −1 is a doubling of the loss. ``None`` = no clip
+      (non-finite L_{t+1} then gives reward 0).
+  """
+
+  grids: tuple[tuple[float, ...], ...] = (DEFAULT_LR_GRID, DEFAULT_STEPS_GRID)
+  log_scale: tuple[bool, ...] = (True, False)
+  names: Optional[tuple[str, ...]] = None
+  window: int = 5
+  hyper_lr: float = 0.05
+  init_mu: Optional[tuple[float, ...]] = None
+  init_std: float = 0.25
+  min_reward: Optional[float] = -1.0
+
+  def __post_init__(self):
+    grids = tuple(tuple(float(v) for v in g) for g in self.grids)
+    object.__setattr__(self, "grids", grids)
+    object.__setattr__(self, "log_scale", tuple(bool(b) for b in self.log_scale))
+    if not grids:
+      raise ValueError("grids must hold at least one dimension, got ().")
+    dims = len(grids)
+    names = self.names
+    if names is None:
+      names = ("lr", "steps") if dims == 2 else tuple(f"h{p}" for p in range(dims))
+    names = tuple(str(n) for n in names)
+    object.__setattr__(self, "names", names)
+    if len(names) != dims or len(set(names)) != dims:
+      raise ValueError(f"names must be {dims} distinct names (one per grid), got {names}.")
+    if len(self.log_scale) != dims:
+      raise ValueError(f"log_scale must have one entry per grid ({dims}), got {self.log_scale}.")
+    for name, g, log in zip(names, grids, self.log_scale):
+      flag = f"--ah_{name}_grid"
+      if not g:
+        raise ValueError(f"{flag} must hold at least one value, got ().")
+      if not all(math.isfinite(v) for v in g):
+        raise ValueError(f"{flag} values must be finite, got {g}.")
+      if any(b <= a for a, b in zip(g, g[1:])):
+        raise ValueError(f"{flag} values must be strictly increasing, got {g}.")
+      if log and g[0] <= 0:
+        raise ValueError(f"{flag} is log-scale so its values must be > 0, got {g}.")
+    if (isinstance(self.window, bool) or not isinstance(self.window, (int, np.integer))
+        or self.window < 1):
+      raise ValueError(f"--ah_window (window, Z) must be an integer >= 1, got {self.window!r}.")
+    if not (math.isfinite(self.hyper_lr) and self.hyper_lr >= 0):
+      raise ValueError(f"--ah_hyper_lr (hyper_lr) must be finite and >= 0, got {self.hyper_lr!r}.")
+    if not (math.isfinite(self.init_std) and self.init_std > 0):
+      raise ValueError(f"--ah_init_std (init_std) must be finite and > 0, got {self.init_std!r}.")
+    if self.min_reward is not None and not (math.isfinite(self.min_reward) and self.min_reward < 0):
+      raise ValueError(f"min_reward must be a finite negative number or None, got {self.min_reward!r}.")
+    if self.init_mu is not None:
+      init_mu = tuple(float(v) for v in self.init_mu)
+      object.__setattr__(self, "init_mu", init_mu)
+      if len(init_mu) != dims:
+        raise ValueError(
+            f"--ah_init_mu (init_mu) must have {dims} values (one per grid), got {init_mu}.")
+      for name, v, g in zip(names, init_mu, grids):
+        if not (g[0] <= v <= g[-1]):
+          raise ValueError(f"--ah_init_mu (init_mu) for {name} must lie in the grid range "
+                           f"[{g[0]}, {g[-1]}], got {v}.")
+
+  @property
+  def dims(self) -> int:
+    return len(self.grids)
+
+
+class PolicyState(NamedTuple):
+  """Policy state: a flat structure of fixed-shape tensors (D dims, window Z).
+
+  Attributes:
+    mu: [D] f32, μ in normalised units.
+    log_prec: [D] f32, log of the diagonal precision A.
+    rewards: [Z+1] f32, reward window; the newest entry is last, the valid
+      entries are the last ``count``.
+    scores: [Z+1, 2D] f32, ∇_ψ log P(h_τ|ψ_τ) aligned with ``rewards``;
+      columns [0, D) are ∂/∂μ, [D, 2D) are ∂/∂log_prec.
+    count: i32, number of valid window entries, min(t, Z+1) after round t.
+    last_index: i32, the grid point sampled this round (−1 before any).
+    last_score: [2D] f32, score of ``last_index`` at the ψ it was sampled at.
+    last_loss: f32, L_t, the loss of the current aggregate model (NaN if unknown).
+    last_reward: f32, the most recent reward (0 before any).
+  """
+
+  mu: tf.Tensor
+  log_prec: tf.Tensor
+  rewards: tf.Tensor
+  scores: tf.Tensor
+  count: tf.Tensor
+  last_index: tf.Tensor
+  last_score: tf.Tensor
+  last_loss: tf.Tensor
+  last_reward: tf.Tensor
+
+
+class Bounds(NamedTuple):
+  """Clamp ranges applied after each update (numpy, [D] each)."""
+
+  mu_lo: np.ndarray
+  mu_hi: np.ndarray
+  log_prec_lo: np.ndarray
+  log_prec_hi: np.ndarray
+
+
+# ----------------------------------------------------------------------------
+# Build time (numpy).
+
+
+def _transformed(config: PolicyConfig, p: int) -> np.ndarray:
+  g = np.asarray(config.grids[p], np.float64)
+  return np.log10(g) if config.log_scale[p] else g
+
+
+def _shift_scale(config: PolicyConfig) -> tuple[np.ndarray, np.ndarray]:
+  """Per-dimension (shift, scale) with u = (g − shift) / scale."""
+  shifts, scales = [], []
+  for p in range(config.dims):
+    g = _transformed(config, p)
+    m = g.mean()
+    half_range = np.max(np.abs(g - m))
+    shifts.append(m)
+    scales.append(2.0 * half_range if half_range > 0 else 1.0)
+  return np.asarray(shifts), np.asarray(scales)
+
+
+def normalized_axes(config: PolicyConfig) -> list[np.ndarray]:
+  """Normalised allowed values of each dimension: zero mean, max |u| = 0.5."""
+  shift, scale = _shift_scale(config)
+  return [((_transformed(config, p) - shift[p]) / scale[p]).astype(np.float32)
+          for p in range(config.dims)]
+
+
+def _product(axes: Sequence[np.ndarray]) -> np.ndarray:
+  mesh = np.meshgrid(*axes, indexing="ij")
+  return np.stack([m.reshape(-1) for m in mesh], axis=-1)
+
+
+def normalized_grid(config: PolicyConfig) -> np.ndarray:
+  """The grid H in normalised units, [N, D] float32, N = Π |H_p| (C order)."""
+  return _product(normalized_axes(config)).astype(np.float32)
+
+
+def grid_values(config: PolicyConfig) -> np.ndarray:
+  """The grid in raw units, [N, D] float32, rows aligned with `normalized_grid`."""
+  return _product([np.asarray(g, np.float64) for g in config.grids]).astype(np.float32)
+
+
+def bounds(config: PolicyConfig) -> Bounds:
+  """μ range (the normalised grid's min/max per dimension) and the log_prec safeguard."""
+  axes = normalized_axes(config)
+  d = config.dims
+  return Bounds(
+      mu_lo=np.asarray([a.min() for a in axes], np.float32),
+      mu_hi=np.asarray([a.max() for a in axes], np.float32),
+      log_prec_lo=np.full([d], LOG_PREC_MIN, np.float32),
+      log_prec_hi=np.full([d], LOG_PREC_MAX, np.float32))
+
+
+def normalize(config: PolicyConfig, raw_values: Sequence[float]) -> np.ndarray:
+  """Raw values [..., D] to normalised units (numpy; log10 first on log dims)."""
+  raw = np.asarray(raw_values, np.float64)
+  shift, scale = _shift_scale(config)
+  g = np.where(np.asarray(config.log_scale), np.log10(np.where(config.log_scale, raw, 1.0)), raw)
+  return ((g - shift) / scale).astype(np.float32)
+
+
+def initial_state(config: PolicyConfig, initial_loss: float = float("nan")) -> PolicyState:
+  """ψ_1 and an empty window (numpy values). ``initial_loss`` is L_1 if known."""
+  d, z1 = config.dims, config.window + 1
+  if config.init_mu is None:
+    mu = np.zeros([d], np.float32)
+  else:
+    mu = normalize(config, config.init_mu)
+  return PolicyState(
+      mu=mu,
+      log_prec=np.full([d], -2.0 * math.log(config.init_std), np.float32),
+      rewards=np.zeros([z1], np.float32),
+      scores=np.zeros([z1, 2 * d], np.float32),
+      count=np.int32(0),
+      last_index=np.int32(-1),
+      last_score=np.zeros([2 * d], np.float32),
+      last_loss=np.float32(initial_loss),
+      last_reward=np.float32(0.0))
+
+
+# ----------------------------------------------------------------------------
+# Per round (pure TF).
+
+
+def _energies(points, mu, log_prec) -> tuple[tf.Tensor, tf.Tensor]:
+  """Unnormalised log-density e_j [N] and A (h_j − μ) [N, D]."""
+  points = tf.convert_to_tensor(points, tf.float32)
+  prec = tf.exp(tf.convert_to_tensor(log_prec, tf.float32))
+  diff = points - tf.convert_to_tensor(mu, tf.float32)[tf.newaxis, :]
+  return -0.5 * tf.reduce_sum(prec * tf.square(diff), axis=-1), diff
+
+
+def log_probs(points, mu, log_prec) -> tf.Tensor:
+  """log P(h_j|ψ) for every grid point, [N] (seed 000 §3.3, discrete Gaussian)."""
+  e, _ = _energies(points, mu, log_prec)
+  return e - tf.reduce_logsumexp(e)
+
+
+def score(points, mu, log_prec, index) -> tf.Tensor:
+  """Analytic ∇_ψ log P(h_index|ψ), [2D] = [∂/∂μ, ∂/∂log_prec] (Eq. 5)."""
+  e, diff = _energies(points, mu, log_prec)
+  p = tf.nn.softmax(e)
+  prec = tf.exp(tf.convert_to_tensor(log_prec, tf.float32))
+  d_mu = prec * diff                      # ∂e_j/∂μ, [N, D]
+  d_lp = -0.5 * prec * tf.square(diff)    # ∂e_j/∂log_prec, [N, D]
+  grads = tf.concat([d_mu, d_lp], axis=-1)
+  return tf.gather(grads, index) - tf.linalg.matvec(grads, p, transpose_a=True)
+
+
+def sample(state: PolicyState, points, seed) -> tuple[tf.Tensor, PolicyState]:
+  """Draws h_t ~ P(·|ψ_t) (Algorithm 1, line 4), reproducibly for ``seed``.
+
+  Args:
+    state: the policy state.
+    points: normalised grid [N, D].
+    seed: int tensor of shape [2] (stateless RNG seed), derived by the caller
+      from (experiment seed, round).
+
+  Returns:
+    (index, state) with the int32 grid index and the state whose
+    ``last_index``/``last_score`` hold the sample and its score at ψ_t.
+  """
+  logits = log_probs(points, state.mu, state.log_prec)[tf.newaxis, :]
+  index = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[0, 0]
+  s = score(points, state.mu, state.log_prec, index)
+  return index, state._replace(last_index=index, last_score=s)
+
+
+def reward(loss_before, loss_after, min_reward: Optional[float] = -1.0) -> tf.Tensor:
+  """r_t = (L_t − L_{t+1}) / L_t (seed 000 §3.2), guarded.
+
+  0 if L_t is not finite or not > 0 (no relative reduction can be formed);
+  ``min_reward`` if L_{t+1} is not finite (divergence; 0 if ``min_reward`` is
+  None); otherwise clipped below at ``min_reward`` (if not None).
+  """
+  lb = tf.cast(loss_before, tf.float32)
+  la = tf.cast(loss_after, tf.float32)
+  valid_before = tf.logical_and(tf.math.is_finite(lb), lb > 0.0)
+  safe_lb = tf.where(valid_before, lb, 1.0)
+  safe_la = tf.where(tf.math.is_finite(la), la, 0.0)
+  r = (safe_lb - safe_la) / safe_lb
+  bad_after = 0.0 if min_reward is None else float(min_reward)
+  if min_reward is not None:
+    r = tf.maximum(r, float(min_reward))
+  r = tf.where(tf.math.is_finite(la), r, bad_after)
+  return tf.where(valid_before, r, 0.0)
+
+
+def record_and_update(state: PolicyState, reward_t, hyper_lr, clamp: Bounds) -> PolicyState:
+  """Pushes (r_t, score of h_t at ψ_t) into the window and applies Eq. 7 (ascent).
+
+  ψ_{t+1} = ψ_t + η_H Σ_{valid τ} (r_τ − r̂_t) ∇_ψ log P(h_τ|ψ_τ), r̂_t the mean
+  of the valid rewards (Algorithm 1, lines 16–18 with Z' = min(Z, t−1)); then
+  μ and log_prec are clamped to ``clamp``. The seed's "ψ − η_H" is a sign typo:
+  the objective (Eq. 3) is maximised. A non-finite reward is recorded as 0.
+  """
+  r = tf.cast(reward_t, tf.float32)
+  r = tf.where(tf.math.is_finite(r), r, 0.0)
+  rewards = tf.concat([state.rewards[1:], r[tf.newaxis]], axis=0)
+  scores = tf.concat([state.scores[1:], state.last_score[tf.newaxis, :]], axis=0)
+  size = tf.shape(rewards)[0]
+  count = tf.minimum(state.count + 1, size)
+  valid = tf.cast(tf.range(size) >= size - count, tf.float32)
+  baseline = tf.reduce_sum(valid * rewards) / tf.cast(count, tf.float32)
+  weights = valid * (rewards - baseline)
+  step = tf.cast(hyper_lr, tf.float32) * tf.linalg.matvec(scores, weights, transpose_a=True)
+  d = tf.shape(state.mu)[0]
+  mu = tf.clip_by_value(state.mu + step[:d], clamp.mu_lo, clamp.mu_hi)
+  log_prec = tf.clip_by_value(state.log_prec + step[d:], clamp.log_prec_lo, clamp.log_prec_hi)
+  return state._replace(mu=mu, log_prec=log_prec, rewards=rewards, scores=scores,
+                        count=count, last_reward=r)
+
+
+def observe_loss(state: PolicyState, loss_after, hyper_lr, clamp: Bounds,
+                 min_reward: Optional[float] = -1.0) -> tuple[PolicyState, tf.Tensor]:
+  """End of round: r_t from (state.last_loss, L_{t+1}), Eq. 7 update, last_loss ← L_{t+1}.
+
+  If ``state.last_loss`` (L_t) is unknown (non-finite), the round only records
+  L_{t+1}: no reward is pushed and ψ is unchanged. Returns (state, r_t).
+  """
+  la = tf.cast(loss_after, tf.float32)
+  r = reward(state.last_loss, la, min_reward)
+  known = tf.math.is_finite(state.last_loss)
+  updated = record_and_update(state, r, hyper_lr, clamp)
+  new_state = tf.nest.map_structure(lambda u, s: tf.where(known, u, s), updated,
+                                    tf.nest.map_structure(tf.convert_to_tensor, state))
+  return new_state._replace(last_loss=la), r
+
+
+def baseline(state: PolicyState) -> tf.Tensor:
+  """r̂: mean of the valid rewards in the window (0 if empty)."""
+  size = tf.shape(state.rewards)[0]
+  valid = tf.cast(tf.range(size) >= size - state.count, tf.float32)
+  n = tf.maximum(tf.cast(state.count, tf.float32), 1.0)
+  return tf.reduce_sum(valid * state.rewards) / n
+
+
+# ----------------------------------------------------------------------------
+# Real units, for metrics (pure TF; config is static).
+
+
+def to_real_units(config: PolicyConfig, normalized_values) -> tf.Tensor:
+  """Normalised values [..., D] to raw units: g = u·scale + shift, 10**g on log dims."""
+  shift, scale = _shift_scale(config)
+  is_log = tf.constant(config.log_scale)
+  g = tf.cast(normalized_values, tf.float64) * scale + shift
+  real = tf.where(is_log, tf.pow(tf.constant(10.0, tf.float64), tf.where(is_log, g, 0.0)), g)
+  return tf.cast(real, tf.float32)
+
+
+def marginal_stats(config: PolicyConfig, mu, log_prec) -> tuple[tf.Tensor, tf.Tensor]:
+  """Mean and std [D] of each dimension's marginal of P(h|ψ) over the grid, in raw units."""
+  p = tf.cast(tf.exp(log_probs(normalized_grid(config), mu, log_prec)), tf.float64)
+  raw = tf.constant(grid_values(config), tf.float64)
+  mean = tf.linalg.matvec(raw, p, transpose_a=True)
+  var = tf.linalg.matvec(tf.square(raw - mean[tf.newaxis, :]), p, transpose_a=True)
+  return tf.cast(mean, tf.float32), tf.cast(tf.sqrt(tf.maximum(var, 0.0)), tf.float32)
+
+
+def policy_metrics(config: PolicyConfig, state: PolicyState) -> collections.OrderedDict:
+  """Scalars for logging: per dimension ``<name>_mu`` (μ in raw units, e.g.
+  10**μ for the learning rate), ``<name>_mean`` and ``<name>_std`` (marginal of
+  P over the grid, raw units), ``<name>_sigma`` (1/sqrt(A) in normalised units);
+  plus ``reward`` (last r_t) and ``reward_baseline`` (r̂)."""
+  mu_real = to_real_units(config, state.mu)
+  mean, std = marginal_stats(config, state.mu, state.log_prec)
+  sigma = tf.exp(-0.5 * tf.cast(state.log_prec, tf.float32))
+  out = collections.OrderedDict()
+  for p, name in enumerate(config.names):
+    out[f"{name}_mu"] = mu_real[p]
+    out[f"{name}_mean"] = mean[p]
+    out[f"{name}_std"] = std[p]
+    out[f"{name}_sigma"] = sigma[p]
+  out["reward"] = tf.cast(state.last_reward, tf.float32)
+  out["reward_baseline"] = baseline(state)
+  return out
