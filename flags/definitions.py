@@ -35,7 +35,8 @@ def define_flags() -> None:
   flags.DEFINE_string("data_dir", None, "Directory with downloaded data / caches.")
   flags.DEFINE_string("model", "default", "Task-specific model variant.")
   flags.DEFINE_string("partition", "default", "iid | one_class | dirichlet | natural (task-specific).")
-  flags.DEFINE_integer("num_clients", 10, "Number of clients for centrally held data sets.")
+  flags.DEFINE_integer("num_clients", None, "Clients for centrally held data sets (default: the task's, 10 as in seed 000); "
+                       "for natural splits a seeded sample of that many (0 = all).")
   flags.DEFINE_float("dirichlet_alpha", 0.5, "Concentration of the dirichlet partition.")
   # Rounds and sampling.
   flags.DEFINE_integer("rounds", 30, "Number of federated rounds.")

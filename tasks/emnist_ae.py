@@ -1,0 +1,68 @@
+"""Federated EMNIST autoencoder (one client per writer; seed 004, EMNIST AE).
+
+The task of Reddi et al. (seed 004): the MNIST autoencoder of Hinton &
+Salakhutdinov (2006) trained on TFF's federated EMNIST (62 classes, all
+writers), read from the same ``<data_dir>/emnist_all.sqlite`` as ``emnist_cr``
+(see `tasks.emnist_cr.load_client_data`; never downloads).
+
+Preprocessing is TFF's baseline (``baselines.emnist.emnist_preprocessing``,
+autoencoder task): ``x = y = 1 - pixels`` flattened to ``[784]`` float32 (ink =
+1). The model is TFF's ``emnist_models.create_autoencoder_model``: Dense layers
+784 -> 1000 -> 500 -> 250 -> 30 (linear) -> 250 -> 500 -> 1000 -> 784, sigmoid
+elsewhere; it outputs the reconstruction (a prediction, not logits). The loss is
+the mean squared error and there is no accuracy (`accuracy_fn` is ``None``):
+report the MSE.
+
+``--num_clients`` caps the training clients exactly as for ``emnist_cr``.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_federated as tff
+from tensorflow_federated.python.simulation.baselines.emnist import emnist_models
+from tensorflow_federated.python.simulation.baselines.emnist import emnist_preprocessing
+
+import tasks
+from tasks.base import Task, TaskOptions
+from tasks.emnist_cr import load_client_data, select_clients, sqlite_path
+
+NAME = "emnist_ae"
+DATA_SOURCES = ("tff",)
+MODELS = ("autoencoder",)
+PARTITIONS = ("natural",)
+NUM_PIXELS = 28 * 28
+
+
+def create_autoencoder() -> tf.keras.Model:
+  """TFF's EMNIST bottleneck autoencoder: [batch, 784] -> [batch, 784] in (0, 1)."""
+  return emnist_models.create_autoencoder_model()
+
+
+def to_autoencoder_pairs(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """TFF's baseline preprocessing, unbatched: ``{'pixels', 'label'}`` -> ``(x[784], x[784])``."""
+  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
+  batched = emnist_preprocessing.create_preprocess_fn(spec, emnist_task="autoencoder")(dataset)
+  return batched.unbatch()
+
+
+def build_task(options: TaskOptions) -> Task:
+  """Builds the EMNIST autoencoder task from TFF's on-disk federated EMNIST."""
+  options = tasks.resolve_options(NAME, options)
+  raw_train, raw_test = load_client_data(options.data_dir)
+  num_all = len(raw_train.client_ids)
+  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
+  if len(ids) < num_all:
+    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+        ids, raw_train.serializable_dataset_fn)
+  return Task(
+      name=NAME,
+      train=raw_train.preprocess(to_autoencoder_pairs),
+      test=to_autoencoder_pairs(raw_test.create_tf_dataset_from_all_clients(seed=options.seed)),
+      model_fn=create_autoencoder,
+      loss_fn=tf.keras.losses.MeanSquaredError,
+      accuracy_fn=None,
+      num_classes=None,
+      info=(f"Federated EMNIST autoencoder from {sqlite_path(options.data_dir)}: {len(ids)} of "
+            f"{num_all} writers for training, all writers' test data pooled; model autoencoder "
+            f"(MSE, no accuracy)."))

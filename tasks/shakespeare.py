@@ -1,0 +1,115 @@
+"""Federated Shakespeare next-character prediction (715 roles as clients; seed 004).
+
+The task of Reddi et al. (seed 004, Shakespeare): TFF's federated Shakespeare
+read by TFF's own loader, ``tff.simulation.datasets.shakespeare.load_data``,
+from ``<data_dir>/shakespeare.sqlite`` (``data_dir`` defaults to TFF's cache
+``~/.tff``). That loader downloads when the file is absent; this module never
+lets it: it raises `DataMissingError` first.
+
+Preprocessing is TFF's baseline (``baselines.shakespeare
+.char_prediction_preprocessing``): each snippet becomes character ids
+(``0`` = pad, ``1..86`` = TFF's 86-character vocabulary, ``87`` = OOV,
+``88`` = BOS, ``89`` = EOS), wrapped in BOS/EOS, padded to a multiple of 81 and
+cut into 81-id chunks; an element is ``(x, y) = (chunk[:-1], chunk[1:])``, two
+int64 ``[80]`` sequences.
+
+The model is TFF's baseline (McMahan et al. 2017): Embedding(90, 8, mask_zero)
+-> LSTM 256 -> LSTM 256 -> Dense 90 logits at every position. Accuracy
+(`accuracy_fn`) counts predictions only where the target is a real character,
+i.e. not pad, OOV, BOS or EOS.
+
+``--num_clients`` caps the training clients as for ``emnist_cr``: ``0``, or at
+least 715, keeps all of them; otherwise a ``--seed``-determined random sample.
+The test set is every role's test snippets pooled.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+import tensorflow_federated as tff
+from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_models
+from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_preprocessing
+
+import tasks
+from tasks.base import DataMissingError, Task, TaskOptions
+from tasks.emnist_cr import select_clients
+
+NAME = "shakespeare"
+DATA_SOURCES = ("tff",)
+MODELS = ("lstm",)
+PARTITIONS = ("natural",)
+SEQUENCE_LENGTH = 80
+VOCAB_SIZE = len(char_prediction_preprocessing.CHAR_VOCAB) + 4  # 90: chars + pad, OOV, BOS, EOS.
+PAD, OOV, BOS, EOS = char_prediction_preprocessing.get_special_tokens()
+SQLITE_NAME = "shakespeare.sqlite"  # What TFF's loader decompresses shakespeare.sqlite.lzma to.
+
+
+def sqlite_path(data_dir: str | None) -> str:
+  """Where TFF's loader looks for the Shakespeare database for cache dir ``data_dir``."""
+  cache_dir = data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
+  return os.path.join(cache_dir, SQLITE_NAME)
+
+
+def create_lstm() -> tf.keras.Model:
+  """TFF's Shakespeare character model: [batch, 80] ids -> [batch, 80, 90] logits."""
+  model = char_prediction_models.create_recurrent_model(
+      vocab_size=VOCAB_SIZE, sequence_length=SEQUENCE_LENGTH)
+  model.build((None, SEQUENCE_LENGTH))
+  return model
+
+
+def masked_accuracy(y_true: tf.Tensor, logits: tf.Tensor,
+                    masked_tokens: tuple[int, ...] = (PAD, OOV, BOS, EOS)) -> tuple[tf.Tensor, tf.Tensor]:
+  """Top-1 accuracy counts over the positions whose target is not in ``masked_tokens``."""
+  y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  pred = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int64), [-1])
+  keep = tf.ones_like(y_true, dtype=tf.bool)
+  for token in masked_tokens:
+    keep = tf.logical_and(keep, tf.not_equal(y_true, token))
+  keep = tf.cast(keep, tf.float32)
+  correct = tf.reduce_sum(tf.cast(tf.equal(pred, y_true), tf.float32) * keep)
+  return correct, tf.reduce_sum(keep)
+
+
+def to_sequences(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """TFF's baseline preprocessing, unbatched: snippets -> ``(x[80], y[80])`` int64 pairs."""
+  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
+  batched = char_prediction_preprocessing.create_preprocess_fn(spec, SEQUENCE_LENGTH)(dataset)
+  return batched.unbatch()
+
+
+def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData,
+                                                      tff.simulation.datasets.ClientData]:
+  """TFF's ``(train, test)`` Shakespeare ClientData from an existing file; never downloads."""
+  path = sqlite_path(data_dir)
+  if not os.path.isfile(path):
+    raise DataMissingError(
+        f"Federated Shakespeare is not on disk: expected the file {path}. On a machine with network "
+        f"run `tff.simulation.datasets.shakespeare.load_data(cache_dir={os.path.dirname(path)!r})` once "
+        f"(it downloads and decompresses shakespeare.sqlite.lzma there) and copy {SQLITE_NAME} to "
+        f"{os.path.dirname(path)}, or pass --data_dir pointing at the directory that holds it.")
+  return tff.simulation.datasets.shakespeare.load_data(cache_dir=os.path.dirname(path))
+
+
+def build_task(options: TaskOptions) -> Task:
+  """Builds Shakespeare from TFF's on-disk federated Shakespeare."""
+  options = tasks.resolve_options(NAME, options)
+  raw_train, raw_test = load_client_data(options.data_dir)
+  num_all = len(raw_train.client_ids)
+  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
+  if len(ids) < num_all:
+    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+        ids, raw_train.serializable_dataset_fn)
+  return Task(
+      name=NAME,
+      train=raw_train.preprocess(to_sequences),
+      test=to_sequences(raw_test.create_tf_dataset_from_all_clients(seed=options.seed)),
+      model_fn=create_lstm,
+      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      accuracy_fn=masked_accuracy,
+      num_classes=VOCAB_SIZE,
+      info=(f"Federated Shakespeare from {sqlite_path(options.data_dir)}: {len(ids)} of {num_all} "
+            f"roles for training, all roles' test snippets pooled; sequences of {SEQUENCE_LENGTH} "
+            f"characters; model lstm (accuracy excludes pad/OOV/BOS/EOS targets)."))
