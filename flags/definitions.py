@@ -73,6 +73,21 @@ def define_flags() -> None:
                     "Matching parameters θ: persist per client, or reset each round.")
   flags.DEFINE_float("er_h_min", 0.0, "Entropy regularisation H_min (0 = off).")
   flags.DEFINE_float("wd_mu", 0.0, "Weight-divergence (FedProx) coefficient μ (0 = off).")
+  # Adaptive hyper-parameters (online REINFORCE over client lr and local steps).
+  flags.DEFINE_bool("ah", False, "Adaptive hyper-parameters: sample (lr, steps) each round from P(h|ψ).")
+  flags.DEFINE_list("ah_lr_grid", ["0.001", "0.003", "0.01", "0.03", "0.1", "0.3"],
+                    "Allowed client learning rates (normalised in log10 space).")
+  flags.DEFINE_list("ah_steps_grid", ["5", "10", "20", "40", "80"], "Allowed local SGD steps.")
+  flags.DEFINE_bool("ah_steps_log_scale", True, "Normalise the steps grid in log10 space.")
+  flags.DEFINE_integer("ah_window", 5, "Baseline window Z of eq. 7.")
+  flags.DEFINE_float("ah_hyper_lr", 0.05, "Hyper learning rate η_H.")
+  flags.DEFINE_float("ah_init_lr", None, "Initial mean learning rate (default: grid centre).")
+  flags.DEFINE_integer("ah_init_steps", None, "Initial mean local steps (default: grid centre).")
+  flags.DEFINE_float("ah_init_std", 0.25, "Initial std of P(h|ψ) in normalised units.")
+  flags.DEFINE_enum("ah_loss_source", "server", list(AH_LOSS_SOURCES),
+                    "Where L_t comes from: a server-held validation set, or the clients' own data.")
+  flags.DEFINE_integer("ah_val_examples", 500, "Size of the server validation set (loss source server).")
+  flags.DEFINE_integer("ah_client_eval_batches", 2, "Batches each client evaluates (loss source clients).")
   # Outputs.
   flags.DEFINE_string("root_output_dir", "/tmp/tff_robust", "Root of all outputs.")
   flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
@@ -90,6 +105,7 @@ class RunConfig:
   loop: LoopConfig
   aggregator: str
   rm_client_state: str
+  ah_val_examples: int = 500
 
 
 def _check(cond: bool, flag: str, value, allowed: str) -> None:
@@ -103,6 +119,8 @@ def experiment_name(f=FLAGS) -> str:
     parts.append("rm")
   if f.wd_mu > 0:
     parts.append("wd")
+  if f.ah:
+    parts.append("ah")
   parts.append(f"s{f.seed}")
   return "_".join(parts)
 
@@ -153,7 +171,24 @@ def parse(f=FLAGS) -> RunConfig:
       steps_decay_rate=f.local_steps_decay_rate, steps_decay_every=f.local_steps_decay_every,
       min_local_steps=f.min_local_steps, batch_size=f.batch_size, rm_weight=f.rm_weight,
       er_h_min=f.er_h_min, wd_mu=f.wd_mu)
-  process = ProcessConfig(client=client, server=server, weighting=f.weighting, seed=f.seed)
+  ah = None
+  if f.ah:
+    _check(f.local_steps > 0, "local_steps", f.local_steps, "--ah tunes the local steps: use --local_steps > 0")
+    try:
+      lr_grid = tuple(float(v) for v in f.ah_lr_grid)
+      steps_grid = tuple(int(v) for v in f.ah_steps_grid)
+    except ValueError as e:
+      raise ValueError(f"--ah_lr_grid={','.join(f.ah_lr_grid)!r} / --ah_steps_grid={','.join(f.ah_steps_grid)!r}:"
+                       f" numbers expected (steps: integers): {e}") from None
+    _check(all(s >= 1 for s in steps_grid), "ah_steps_grid", ",".join(f.ah_steps_grid), "steps must be ≥ 1")
+    _check(f.ah_val_examples >= 1, "ah_val_examples", f.ah_val_examples, "must be ≥ 1")
+    _check(f.ah_client_eval_batches >= 1, "ah_client_eval_batches", f.ah_client_eval_batches, "must be ≥ 1")
+    ah = AHConfig(lr_grid=lr_grid, steps_grid=steps_grid, steps_log_scale=f.ah_steps_log_scale,
+                  window=f.ah_window, hyper_lr=f.ah_hyper_lr, init_lr=f.ah_init_lr,
+                  init_steps=f.ah_init_steps, init_std=f.ah_init_std, loss_source=f.ah_loss_source,
+                  client_eval_batches=f.ah_client_eval_batches)
+    ah.policy_config()  # validates grids, window, η_H, init
+  process = ProcessConfig(client=client, server=server, weighting=f.weighting, ah=ah, seed=f.seed)
   name = f.experiment_name or experiment_name(f)
   loop = LoopConfig(
       output_dir=os.path.join(f.root_output_dir, name), rounds=f.rounds,
@@ -161,4 +196,5 @@ def parse(f=FLAGS) -> RunConfig:
       rounds_per_eval=f.rounds_per_eval, rounds_per_checkpoint=f.rounds_per_checkpoint,
       seed=f.seed, client_val_every=f.client_val_every)
   return RunConfig(task=f.task, task_options=task_options, process=process, loop=loop,
-                   aggregator=f.aggregator, rm_client_state=f.rm_client_state)
+                   aggregator=f.aggregator, rm_client_state=f.rm_client_state,
+                   ah_val_examples=f.ah_val_examples)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import numpy as np
+
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AH_LOSS_SOURCES = ("server", "clients")
 RM_CLIENT_STATES = ("persist", "reset")
@@ -47,17 +49,35 @@ class ServerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class AHConfig:
-  """Adaptive hyper-parameters (seed 000 §3.2); grids in real units."""
+  """Adaptive hyper-parameters (seed 000 §3.2-3.3); grids and initial mean in real units.
 
-  lr_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3)
+  Both dimensions are normalised in log10 space by default (the default grids
+  are geometric); ``steps_log_scale=False`` normalises the steps linearly.
+  """
+
+  lr_grid: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
   steps_grid: tuple[int, ...] = (5, 10, 20, 40, 80)
+  steps_log_scale: bool = True
   window: int = 5
-  hyper_lr: float = 1.0
+  hyper_lr: float = 0.05
   init_lr: Optional[float] = None
   init_steps: Optional[int] = None
   init_std: float = 0.25
   loss_source: str = "server"
   client_eval_batches: int = 2
+
+  def policy_config(self):
+    """The `reinforce.PolicyConfig` of this configuration (validates the values)."""
+    from tff_robust import reinforce  # pylint: disable=g-import-not-at-top
+    init_mu = None
+    if self.init_lr is not None or self.init_steps is not None:
+      lr = self.init_lr if self.init_lr is not None else float(np.sqrt(min(self.lr_grid) * max(self.lr_grid)))
+      steps = self.init_steps if self.init_steps is not None else float(np.sqrt(min(self.steps_grid) * max(self.steps_grid)))
+      init_mu = (float(lr), float(steps))
+    return reinforce.PolicyConfig(
+        grids=(tuple(float(v) for v in self.lr_grid), tuple(float(v) for v in self.steps_grid)),
+        log_scale=(True, self.steps_log_scale), names=("lr", "steps"), window=self.window,
+        hyper_lr=self.hyper_lr, init_mu=init_mu, init_std=self.init_std)
 
 
 @dataclasses.dataclass(frozen=True)

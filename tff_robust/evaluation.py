@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tasks.base import AccuracyFn
@@ -40,6 +41,13 @@ def evaluate(model: tf.keras.Model, dataset: tf.data.Dataset,
 
   zero = tf.constant(0.0)
   return dataset.reduce((zero, zero, zero), step)
+
+
+def sample_examples(dataset: tf.data.Dataset, n: int, seed: int,
+                    buffer: int = 10_000) -> tuple[np.ndarray, ...]:
+  """``n`` examples of an unbatched ``(x, y)`` dataset as numpy arrays (seeded shuffle)."""
+  batch = next(iter(dataset.shuffle(buffer, seed=seed).take(n).batch(n)))
+  return tuple(np.asarray(t) for t in batch)
 
 
 def make_evaluator(model_fn: Callable[[], tf.keras.Model], loss_fn: Callable[[], tf.keras.losses.Loss],

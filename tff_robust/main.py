@@ -44,6 +44,7 @@ def main(argv: list[str]) -> None:
 
   # Heavy imports only after the flags are known to be good.
   from tff_robust import client_work  # pylint: disable=g-import-not-at-top
+  from tff_robust import evaluation  # pylint: disable=g-import-not-at-top
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime import tff_runtime  # pylint: disable=g-import-not-at-top
@@ -55,9 +56,14 @@ def main(argv: list[str]) -> None:
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
   print(f"task {task.name}: {len(task.train.client_ids)} clients; outputs in {out}", flush=True)
+  server_val = None
+  if config.process.ah is not None and config.process.ah.loss_source == "server":
+    source = task.validation if task.validation is not None else task.train.create_tf_dataset_from_all_clients()
+    server_val = evaluation.sample_examples(source, config.ah_val_examples, config.process.seed)
   with tff_runtime():
     process = process_lib.build_process(
-        spec, config.process, rm_client_state=config.rm_client_state, aggregator=config.aggregator)
+        spec, config.process, rm_client_state=config.rm_client_state, aggregator=config.aggregator,
+        server_val=server_val)
     initial_theta = None
     if process.trainer.theta_in:
       theta0 = client_work.initial_theta(spec, config.process.seed)

@@ -20,6 +20,8 @@ import tensorflow_federated as tff
 
 from tff_robust import aggregation
 from tff_robust import client_work
+from tff_robust import evaluation
+from tff_robust import reinforce
 from tff_robust import schedules
 from tff_robust import server_opt
 from tff_robust.config import ProcessConfig
@@ -88,18 +90,47 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
 
+  ah = config.ah
+  policy = ah.policy_config() if ah else None
+  client_loss = ah is not None and ah.loss_source == "clients"
+  if ah is not None and ah.loss_source == "server" and server_val is None:
+    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
   trainer = client_work.ClientTrainer(
       spec, ccfg, config.weighting, has_val=config.needs_client_val,
-      theta_in=rm_client_state == "persist", seed=config.seed)
+      theta_in=rm_client_state == "persist", seed=config.seed,
+      pre_eval_batches=ah.client_eval_batches if client_loss else 0)
+
+  def server_loss(weights) -> tf.Tensor:
+    """L(w) on the server-held validation set (seed 000 §3.3, first scheme)."""
+    model, loss_fn = spec.model_fn(), spec.loss_fn()
+
+    @tf.function  # orders the weight assignment before the evaluation
+    def run(trainable, non_trainable):
+      evaluation.assign_weights(model, trainable, non_trainable)
+      data = tf.data.Dataset.from_tensor_slices(server_val).batch(256)
+      loss_sum, _, count = evaluation.evaluate(model, data, loss_fn, None)
+      return loss_sum / tf.maximum(count, 1.0)
+
+    return run(list(weights.trainable), list(weights.non_trainable))
 
   # ---- server-side TF computations -------------------------------------------------
+  if policy is not None:
+    grid_points = reinforce.normalized_grid(policy)
+    grid_values = reinforce.grid_values(policy)
+    policy_bounds = reinforce.bounds(policy)
+
   @tff.tensorflow.computation
   def server_init():
-    return collections.OrderedDict(
-        model=ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
-                           non_trainable=[tf.constant(v) for v in w0.non_trainable]),
-        opt=optimizer.initialize(trainable_specs),
-        round=tf.constant(0, tf.int32))
+    weights = ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
+                           non_trainable=[tf.constant(v) for v in w0.non_trainable])
+    state = collections.OrderedDict(
+        model=weights, opt=optimizer.initialize(trainable_specs), round=tf.constant(0, tf.int32))
+    if policy is not None:
+      ah_state = tf.nest.map_structure(tf.constant, reinforce.initial_state(policy))
+      if not client_loss:  # L_1 <- Loss(w_1), Algorithm 1 line 2
+        ah_state = ah_state._replace(last_loss=server_loss(weights))
+      state["ah"] = ah_state
+    return state
 
   state_type = server_init.type_signature.result
 
@@ -107,6 +138,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   def round_hparams(state):
     """The round's client lr and local steps (schedules of seed 004 / seed 000's FA)."""
     t = state["round"] + 1
+    if policy is not None:  # h_t ~ P(.|ψ_t), seeded by (seed, t)
+      seed = tf.stack([tf.constant(config.seed, tf.int64), tf.cast(t, tf.int64)])
+      index, sampled = reinforce.sample(state["ah"], grid_points, seed)
+      h = tf.gather(tf.constant(grid_values), index)
+      return collections.OrderedDict(
+          lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32), ah=sampled)
     lr = schedules.client_lr(t, ccfg.lr, ccfg.lr_schedule, ccfg.lr_decay_rate, ccfg.lr_decay_every)
     steps = schedules.local_steps(t, ccfg.local_steps, ccfg.steps_decay_rate,
                                   ccfg.steps_decay_every, ccfg.min_local_steps)
@@ -132,9 +169,26 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     opt_state, new_trainable = optimizer.next(state["opt"], trainable, pseudo_grad)
     new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
     opt_state = tf.nest.map_structure(lambda n, o: tf.where(any_update, n, o), opt_state, state["opt"])
-    new_state = collections.OrderedDict(
-        model=ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable)),
-        opt=opt_state, round=state["round"] + 1)
+    new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
+    new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
+    ah_metrics = collections.OrderedDict()
+    if policy is not None:
+      if client_loss:
+        # Clients evaluated w_t before training: this is L_t, the reward of h_{t-1}
+        # (one round late). Update ψ with the previous round's score, then keep h_t's.
+        loss = tf.math.divide_no_nan(sums["pre_loss_sum"], sums["pre_count"])
+        updated, r = reinforce.observe_loss(state["ah"], loss, policy.hyper_lr, policy_bounds,
+                                            policy.min_reward)
+        sampled = hparams["ah"]
+        ah_state = updated._replace(last_index=sampled.last_index, last_score=sampled.last_score)
+      else:
+        # L_{t+1} of the aggregate model on the server's validation set; r_t = (L_t - L_{t+1}) / L_t.
+        loss = server_loss(new_weights)
+        ah_state, r = reinforce.observe_loss(hparams["ah"], loss, policy.hyper_lr, policy_bounds,
+                                             policy.min_reward)
+      new_state["ah"] = ah_state
+      ah_metrics = reinforce.policy_metrics(policy, ah_state)
+      ah_metrics["loss"] = loss
     count = tf.maximum(sums["count"], 1.0)
     metrics = collections.OrderedDict(
         train_loss=sums["loss_sum"] / count,
@@ -143,6 +197,8 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
         num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
         examples_trained=sums["count"],
         update_norm=tf.linalg.global_norm(mean_delta))
+    for key, value in ah_metrics.items():
+      metrics[f"ah_{key}"] = tf.cast(value, tf.float32)
     if config.needs_client_val:
       metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_count"])
     return new_state, metrics
