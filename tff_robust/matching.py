@@ -1,0 +1,441 @@
+"""Representation matching (RM): §3.1, eqs. 1-2 and Fig. 2 of seed 000.
+
+A client trains a model M^i (weights w^i) next to a frozen copy M^F of the
+server model (weights w). The activations of interest are a_0 = the input, the
+output of every point-wise non-linearity, and a_M = the top layer (logits).
+Matching layer f_j (parameters θ_j) rebuilds the frozen model's a_j(x; w) from
+the trainable model's next activation of interest a_{j+1}(x; w^i) (eq. 1):
+
+  L_M = Σ_{j=0}^{M-1} ‖f_j(a_{j+1}(x; w^i); θ_j) − a_j(x; w)‖²,
+
+squared L2 over all units of a_j, averaged over the batch.
+
+f_j undoes, in reverse order, the layers between a_j and a_{j+1}:
+Dense(in→out) → Dense(out→in); Flatten/Reshape → reshape back;
+MaxPooling2D → unpooling to the argmax positions of the *trainable* model's
+pooling in the same forward pass (Zhao et al. 2015, "what-where");
+Conv2D(c_in→c_out) → a conv c_out→c_in with the same kernel size ('same',
+stride 1 if the conv kept the spatial size, else a transposed conv with the
+original kernel/stride/padding and the exact pre-conv output shape);
+Dropout and activation layers → identity.
+
+Everything here is plain TF ops on variables made at construction time, so it
+works eagerly, in `tf.function` and inside `tff.tensorflow.computation` graphs.
+
+Design notes:
+- Each parametrised model layer gets exactly one parametrised matching layer;
+  no extra conv is added after an unpooling. The unpooled map is zero off the
+  argmaxes, so the frozen activations there are a constant floor of L_M that
+  no θ can remove (it carries no gradient). A Dense before an unpool already
+  reaches every pooled unit.
+- L_M sums over all units (eq. 1), so its scale grows with layer width (e.g.
+  ~10^3 at init for the CIFAR CNN, vs. ~2.3 for the cross-entropy) and plain
+  SGD on θ needs a small step (≈1e-3 or less for conv nets) or a small RM weight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+_L = tf.keras.layers
+
+# Exact classes (subclasses such as Conv2DTranspose or DepthwiseConv2D of Conv2D
+# would be silently mis-reversed, so they are not accepted).
+_PARAM_TYPES = (_L.Dense, _L.Conv2D)
+_SHAPE_TYPES = (_L.Flatten, _L.Reshape, _L.MaxPooling2D)
+_IDENTITY_TYPES = (_L.Dropout,)
+_ACTIVATION_TYPES = (_L.Activation, _L.ReLU, _L.LeakyReLU)
+_SUPPORTED_TYPES = _PARAM_TYPES + _SHAPE_TYPES + _IDENTITY_TYPES + _ACTIVATION_TYPES
+SUPPORTED_LAYERS: tuple[str, ...] = tuple(t.__name__ for t in _SUPPORTED_TYPES)
+
+# Activation functions that are not point-wise and so cannot be matched.
+_NON_POINTWISE = ("softmax", "log_softmax")
+
+
+class UnsupportedLayerError(ValueError):
+  """The model has a layer (or structure) that representation matching cannot reverse."""
+
+
+def _supported_list() -> str:
+  return ", ".join(SUPPORTED_LAYERS)
+
+
+def _layer_error(layer: tf.keras.layers.Layer, why: str) -> UnsupportedLayerError:
+  return UnsupportedLayerError(
+      f"representation matching cannot reverse layer '{layer.name}' "
+      f"({type(layer).__name__}): {why}. Supported layer types: {_supported_list()} "
+      f"(Dense/Conv2D with point-wise activations, channels_last, no dilation/groups).")
+
+
+def _layers(layers) -> list:
+  """The model's layers without a leading InputLayer."""
+  return [l for l in layers if not isinstance(l, _L.InputLayer)]
+
+
+def _activation_name(fn) -> str:
+  return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _is_nonlinear(layer: tf.keras.layers.Layer) -> bool:
+  """Whether `layer`'s output is a point-wise non-linearity (an activation of interest)."""
+  if isinstance(layer, (_L.ReLU, _L.LeakyReLU)):
+    return True
+  if isinstance(layer, (_L.Activation,) + _PARAM_TYPES):
+    return _activation_name(layer.activation) != "linear"
+  return False
+
+
+def _is_trivial(layer: tf.keras.layers.Layer) -> bool:
+  """Layers that neither change the representation's shape nor carry parameters."""
+  return isinstance(layer, _IDENTITY_TYPES) or (
+      isinstance(layer, _L.Activation) and not _is_nonlinear(layer))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+  """Static description of a model: per-layer shapes and activation points."""
+
+  shapes: tuple[tuple[int, ...], ...]     # shapes[i] = input shape of layer i; [-1] = output
+  act_after: tuple[int, ...]              # layer indices whose output is a_1..a_M
+  pool_layers: tuple[int, ...]            # layer indices of the max-pools, in order
+  layer_types: tuple[type, ...]
+
+
+def _check_layer(layer: tf.keras.layers.Layer, in_shape: tuple) -> None:
+  if type(layer) not in _SUPPORTED_TYPES:
+    raise _layer_error(layer, "unsupported layer type")
+  act = getattr(layer, "activation", None)
+  if act is not None and _activation_name(act) in _NON_POINTWISE:
+    raise _layer_error(layer, f"activation '{_activation_name(act)}' is not point-wise")
+  if isinstance(layer, _L.Dense) and len(in_shape) != 1:
+    raise _layer_error(layer, f"Dense on a rank-{len(in_shape) + 1} input {in_shape} "
+                       "(only flat inputs are supported; add a Flatten)")
+  if isinstance(layer, (_L.Conv2D, _L.MaxPooling2D)):
+    if layer.data_format != "channels_last":
+      raise _layer_error(layer, f"data_format='{layer.data_format}' (need channels_last)")
+    if len(in_shape) != 3:
+      raise _layer_error(layer, f"input shape {in_shape} is not (height, width, channels)")
+  if isinstance(layer, _L.Conv2D):
+    if tuple(layer.dilation_rate) != (1, 1):
+      raise _layer_error(layer, f"dilation_rate={layer.dilation_rate}")
+    if layer.groups != 1:
+      raise _layer_error(layer, f"groups={layer.groups}")
+    if layer.padding not in ("same", "valid"):
+      raise _layer_error(layer, f"padding='{layer.padding}'")
+
+
+def _input_shape(model: tf.keras.Model) -> tuple[int, ...]:
+  shape = None
+  try:
+    shape = model.input_shape
+  except AttributeError:
+    shape = getattr(model, "_build_input_shape", None)
+  if shape is None or isinstance(shape, list):
+    raise UnsupportedLayerError(
+        f"representation matching needs a built model with one known input shape; "
+        f"model '{model.name}' has input shape {shape}")
+  shape = tuple(tf.TensorShape(shape).as_list()[1:])
+  if any(d is None for d in shape):
+    raise UnsupportedLayerError(
+        f"representation matching needs a fully known input shape; model '{model.name}' "
+        f"has (batch,)+{shape}")
+  return shape
+
+
+def _plan(model: tf.keras.Model) -> _Plan:
+  """Validates `model` and derives the static plan (no variables are created)."""
+  if not isinstance(model, tf.keras.Sequential):
+    raise UnsupportedLayerError(
+        f"representation matching needs a tf.keras.Sequential model; got "
+        f"{type(model).__name__} '{model.name}'. Supported layer types: {_supported_list()}")
+  if not model.built:
+    raise UnsupportedLayerError(
+        f"model '{model.name}' is not built: build it with a known input shape "
+        "(tf.keras.Input(...) as first layer or model.build((None, ...)))")
+  layers = _layers(model.layers)
+  if not layers:
+    raise UnsupportedLayerError(f"model '{model.name}' has no layers")
+  shape = _input_shape(model)
+  shapes = [shape]
+  for layer in layers:
+    _check_layer(layer, shape)
+    shape = tuple(tf.TensorShape(layer.compute_output_shape((None,) + shape)).as_list()[1:])
+    shapes.append(shape)
+  n = len(layers)
+  act_after = [i for i, l in enumerate(layers) if _is_nonlinear(l)]
+  # The top layer a_M is the model output. If only parameter-free identity layers
+  # (Dropout, linear Activation) follow the last non-linearity, that output *is*
+  # the last non-linearity and is not counted twice.
+  if act_after and all(_is_trivial(l) for l in layers[act_after[-1] + 1:]):
+    act_after.pop()
+  act_after.append(n - 1)
+  pools = [i for i, l in enumerate(layers) if isinstance(l, _L.MaxPooling2D)]
+  return _Plan(shapes=tuple(shapes), act_after=tuple(act_after),
+               pool_layers=tuple(pools), layer_types=tuple(type(l) for l in layers))
+
+
+def check_supported(model: tf.keras.Model) -> None:
+  """Raises `UnsupportedLayerError` if RM cannot handle `model` (cheap, no variables)."""
+  _plan(model)
+
+
+def max_unpool(values: tf.Tensor, pre_pool: tf.Tensor, pool_size: Sequence[int],
+               strides: Sequence[int], padding: str) -> tf.Tensor:
+  """Unpools `values` to the argmax positions of max-pooling `pre_pool`; zeros elsewhere.
+
+  Each value at pooled position p goes to the position of the maximum of p's
+  window in `pre_pool` (one position per window, also on ties), as in Zhao et
+  al. (2015). This is what ``MaxPoolGrad`` computes, and its gradient
+  (``MaxPoolGradGrad``) gathers from the same positions; on CPU it is much
+  cheaper than ``max_pool_with_argmax`` + ``scatter_nd`` (whose backward ops
+  dominated an RM step). No gradient flows into `pre_pool`.
+
+  Args:
+    values: [B, h, w, C], the shape of ``max_pool2d(pre_pool, ...)``.
+    pre_pool: [B, H, W, C], the tensor that was pooled (it locates the argmaxes).
+    pool_size, strides: the pooling window and strides, (rows, cols).
+    padding: 'valid' or 'same' (any case).
+
+  Returns:
+    [B, H, W, C]. With overlapping windows, values sharing an argmax are summed
+    (the adjoint of max pooling).
+  """
+  pre_pool = tf.stop_gradient(pre_pool)
+  ksize, stride, pad = [1, *pool_size, 1], [1, *strides, 1], padding.upper()
+  pooled = tf.nn.max_pool2d(pre_pool, ksize, stride, pad)
+  return tf.raw_ops.MaxPoolGrad(orig_input=pre_pool, orig_output=pooled, grad=values,
+                                ksize=ksize, strides=stride, padding=pad)
+
+
+def _glorot_uniform(shape: Sequence[int], fan_in: int, fan_out: int, seed: Sequence[int]):
+  limit = math.sqrt(6.0 / (fan_in + fan_out))
+  return tf.random.stateless_uniform(shape, seed=seed, minval=-limit, maxval=limit,
+                                     dtype=tf.float32)
+
+
+class _Op:
+  """One reversed layer inside a matching layer f_j."""
+
+  def init_fns(self) -> list:
+    return []
+
+  def set_vars(self, variables: list[tf.Variable]) -> None:
+    del variables
+
+  def __call__(self, x: tf.Tensor, argmaxes: Sequence[tf.Tensor]) -> tf.Tensor:
+    raise NotImplementedError
+
+
+class _DenseInv(_Op):
+  """Dense(n_in→n_out) reversed: a linear Dense(n_out→n_in)."""
+
+  def __init__(self, n_in: int, n_out: int, name: str, seed: tuple[int, int]):
+    self.n_in, self.n_out, self.name, self.seed = n_in, n_out, name, seed
+
+  def init_fns(self):
+    return [(f"{self.name}/kernel",
+             lambda: _glorot_uniform([self.n_out, self.n_in], self.n_out, self.n_in, self.seed)),
+            (f"{self.name}/bias", lambda: tf.zeros([self.n_in], tf.float32))]
+
+  def set_vars(self, variables):
+    self.kernel, self.bias = variables
+
+  def __call__(self, x, argmaxes):
+    return tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
+
+
+class _ConvInv(_Op):
+  """Conv2D(c_in→c_out) reversed: conv c_out→c_in restoring the input's spatial size."""
+
+  def __init__(self, layer: tf.keras.layers.Conv2D, in_shape, out_shape, name: str,
+               seed: tuple[int, int]):
+    self.kh, self.kw = layer.kernel_size
+    self.strides = [1, *layer.strides, 1]
+    self.padding = layer.padding.upper()
+    self.in_shape = tuple(in_shape)      # (H, W, c_in): what f must produce
+    self.c_out = out_shape[-1]
+    self.transpose = tuple(in_shape[:2]) != tuple(out_shape[:2]) or tuple(layer.strides) != (1, 1)
+    self.name, self.seed = name, seed
+
+  def init_fns(self):
+    c_in, c_out, k = self.in_shape[-1], self.c_out, self.kh * self.kw
+    # conv2d filters are (kh, kw, in, out); conv2d_transpose filters (kh, kw, out, in).
+    shape = ([self.kh, self.kw, c_in, c_out] if self.transpose
+             else [self.kh, self.kw, c_out, c_in])
+    return [(f"{self.name}/kernel",
+             lambda: _glorot_uniform(shape, k * c_out, k * c_in, self.seed)),
+            (f"{self.name}/bias", lambda: tf.zeros([c_in], tf.float32))]
+
+  def set_vars(self, variables):
+    self.kernel, self.bias = variables
+
+  def __call__(self, x, argmaxes):
+    if self.transpose:
+      out_shape = tf.concat([tf.shape(x)[:1], tf.constant(self.in_shape, tf.int32)], 0)
+      y = tf.nn.conv2d_transpose(x, self.kernel, out_shape, self.strides, self.padding)
+      y = tf.ensure_shape(y, (None,) + self.in_shape)
+    else:
+      y = tf.nn.conv2d(x, self.kernel, 1, "SAME")
+    return tf.nn.bias_add(y, self.bias)
+
+
+class _ReshapeInv(_Op):
+
+  def __init__(self, shape):
+    self.shape = [-1] + list(shape)
+
+  def __call__(self, x, argmaxes):
+    return tf.reshape(x, self.shape)
+
+
+class _UnpoolInv(_Op):
+
+  def __init__(self, pool_index: int, layer: tf.keras.layers.MaxPooling2D):
+    self.pool_index = pool_index
+    self.pool_size, self.strides, self.padding = layer.pool_size, layer.strides, layer.padding
+
+  def __call__(self, x, argmaxes):
+    return max_unpool(x, argmaxes[self.pool_index], self.pool_size, self.strides, self.padding)
+
+
+class RepresentationMatcher:
+  """Matching layers θ = [θ_0, ..., θ_{M-1}] for one Sequential architecture (eq. 1).
+
+  Attributes:
+    theta: the matching parameters, in a fixed order (f_0 first; within f_j in
+      the order the reversed layers are applied; kernel before bias).
+    num_activations: M + 1, the number of activations a_0..a_M.
+  """
+
+  def __init__(self, model: tf.keras.Sequential, seed: int = 0):
+    self._plan = _plan(model)
+    self._seed = int(seed)
+    plan = self._plan
+    bounds = (-1,) + plan.act_after      # segment j covers layers bounds[j]+1 .. bounds[j+1]
+    layers = _layers(model.layers)
+    self._segments: list[list[_Op]] = []
+    init_fns = []
+    param_count = 0
+    for j in range(len(plan.act_after)):
+      ops = []
+      for i in range(bounds[j + 1], bounds[j], -1):   # reverse order
+        layer, in_shape, out_shape = layers[i], plan.shapes[i], plan.shapes[i + 1]
+        name = f"rm_f{j}_{layer.name}"
+        if isinstance(layer, _L.Dense):
+          op = _DenseInv(in_shape[-1], out_shape[-1], name, (self._seed, param_count))
+          param_count += 1
+        elif isinstance(layer, _L.Conv2D):
+          op = _ConvInv(layer, in_shape, out_shape, name, (self._seed, param_count))
+          param_count += 1
+        elif isinstance(layer, (_L.Flatten, _L.Reshape)):
+          op = _ReshapeInv(in_shape)
+        elif isinstance(layer, _L.MaxPooling2D):
+          op = _UnpoolInv(plan.pool_layers.index(i), layer)
+        else:   # Dropout, activations: identity
+          continue
+        ops.append(op)
+        init_fns.extend(op.init_fns())
+      self._segments.append(ops)
+    self._init_fns = init_fns
+    self.theta: list[tf.Variable] = []
+    for name, fn in init_fns:
+      self.theta.append(tf.Variable(fn, trainable=True, name=name.replace(":", "_")))
+    k = 0
+    for ops in self._segments:
+      for op in ops:
+        n = len(op.init_fns())
+        op.set_vars(self.theta[k:k + n])
+        k += n
+
+  @property
+  def num_activations(self) -> int:
+    return len(self._plan.act_after) + 1
+
+  def initial_theta(self) -> list[np.ndarray]:
+    """The values fresh θ variables take (glorot-uniform kernels, zero biases).
+
+    Deterministic given `seed` (stateless RNG), computed in a private graph so
+    it can be called from eager code or while another graph is being built.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+      tensors = [fn() for _, fn in self._init_fns]
+    with tf.compat.v1.Session(graph=graph) as sess:
+      return list(sess.run(tensors))
+
+  def _check_model(self, model: tf.keras.Model) -> None:
+    types = tuple(type(l) for l in _layers(model.layers))
+    if types != self._plan.layer_types:
+      raise ValueError(
+          f"model '{model.name}' has layers {[t.__name__ for t in types]}, but this "
+          f"matcher was built for {[t.__name__ for t in self._plan.layer_types]}")
+
+  @tf.autograph.experimental.do_not_convert
+  def forward(self, model: tf.keras.Sequential, x: tf.Tensor, training: bool,
+              record_argmax: bool) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
+    """Runs `model`'s own layers one by one.
+
+    Returns:
+      ``(logits, [a_0, ..., a_M], argmaxes)``: the logits equal
+      ``model(x, training=training)``. ``argmaxes`` has one tensor per max-pool,
+      its input (pre-pool activation), which fixes the argmax positions used to
+      unpool (see `max_unpool`); it is empty unless `record_argmax` (the frozen
+      model needs none).
+    """
+    self._check_model(model)
+    h = tf.cast(x, tf.float32)
+    acts, argmaxes = [h], []
+    act_after = set(self._plan.act_after)
+    for i, layer in enumerate(_layers(model.layers)):
+      if record_argmax and isinstance(layer, _L.MaxPooling2D):
+        argmaxes.append(h)
+      h = layer(h, training=training)
+      if i in act_after:
+        acts.append(h)
+    return h, acts, argmaxes
+
+  @tf.autograph.experimental.do_not_convert
+  def reconstructions(self, trainable_acts: Sequence[tf.Tensor],
+                      argmaxes: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    """[f_0(a_1; θ_0), ..., f_{M-1}(a_M; θ_{M-1})] from the trainable model's activations."""
+    if len(trainable_acts) != self.num_activations:
+      raise ValueError(f"trainable_acts has {len(trainable_acts)} tensors; expected "
+                       f"{self.num_activations} (a_0..a_M from forward())")
+    if len(argmaxes) != len(self._plan.pool_layers):
+      raise ValueError(
+          f"argmaxes has {len(argmaxes)} tensors; expected {len(self._plan.pool_layers)} "
+          "(call forward() on the trainable model with record_argmax=True)")
+    outs = []
+    for j, ops in enumerate(self._segments):
+      h = trainable_acts[j + 1]
+      for op in ops:
+        h = op(h, argmaxes)
+      outs.append(h)
+    return outs
+
+  @tf.autograph.experimental.do_not_convert
+  def matching_loss(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
+                    frozen_acts: Sequence[tf.Tensor]) -> tf.Tensor:
+    """Eq. 1 of seed 000, averaged over the batch.
+
+    Args:
+      trainable_acts, argmaxes: the 2nd and 3rd outputs of `forward` on the
+        trainable model M^i with ``record_argmax=True``.
+      frozen_acts: the 2nd output of `forward` on the frozen model M^F; they
+        are targets only (stop-gradient).
+    """
+    if len(frozen_acts) != self.num_activations:
+      raise ValueError(f"frozen_acts has {len(frozen_acts)} tensors; expected "
+                       f"{self.num_activations} (a_0..a_M from forward())")
+    recs = self.reconstructions(trainable_acts, argmaxes)
+    total = tf.constant(0.0, tf.float32)
+    for rec, target in zip(recs, frozen_acts[:-1]):
+      total += tf.reduce_sum(tf.math.squared_difference(rec, tf.stop_gradient(target)))
+    batch = tf.cast(tf.shape(trainable_acts[0])[0], tf.float32)
+    return total / batch
+
