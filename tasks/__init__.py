@@ -33,6 +33,13 @@ TASK_MODULES: dict[str, str] = {
     "mnist": "tasks.mnist",
     "emnist_cr": "tasks.emnist_cr",
     "synthetic": "tasks.synthetic",
+    "cifar10": "tasks.cifar10",
+    "cifar100": "tasks.cifar100",
+    "shakespeare": "tasks.shakespeare",
+    "speech_commands": "tasks.speech_commands",
+    "emnist_ae": "tasks.emnist_ae",
+    "stackoverflow_nwp": "tasks.stackoverflow_nwp",
+    "stackoverflow_lr": "tasks.stackoverflow_lr",
 }
 
 DEFAULT = "default"

@@ -3,8 +3,8 @@
 Data source ``tfds``: CIFAR-10 (50,000 train / 10,000 test 32x32x3 images) from
 TensorFlow Datasets, read from ``data_dir`` (default ``~/tensorflow_datasets``)
 and never downloaded. The training images are partitioned among
-``--num_clients`` clients: ``one_class`` (default; seed 000's non-iid split,
-one class per client), ``iid`` or ``dirichlet``.
+``--num_clients`` clients (default 10, as in seed 000): ``one_class`` (default;
+seed 000's non-iid split, one class per client), ``iid`` or ``dirichlet``.
 
 Model ``cnn``: seed 000's CIFAR-10 network, two 5x5 'same' conv layers with 32
 and 64 maps (relu), each followed by 2x2 max pooling, then Dense 1024 relu and
@@ -26,6 +26,7 @@ NAME = "cifar10"
 DATA_SOURCES = ("tfds",)
 MODELS = ("cnn",)
 PARTITIONS = ("one_class", "iid", "dirichlet")
+DEFAULT_NUM_CLIENTS = 10  # seed 000
 NUM_CLASSES = 10
 IMAGE_SHAPE = (32, 32, 3)
 NUM_TRAIN = 50000

@@ -19,8 +19,9 @@ classes. TFF's version ends in a softmax; here its last Dense layer is linear so
 the model outputs logits. Its last Dense layer carries TFF's L2 weight decay
 (1e-4) as ``model.losses``.
 
-``--num_clients`` caps the training clients as for ``emnist_cr``: ``0``, or at
-least 500, keeps all of them; otherwise a ``--seed``-determined random sample.
+``--num_clients`` caps the training clients as for ``emnist_cr``: ``0`` (the
+default, ``DEFAULT_NUM_CLIENTS``), or at least 500, keeps all of them; otherwise
+a ``--seed``-determined random sample.
 The test set is every test client's data pooled (10,000 images).
 """
 
@@ -42,6 +43,7 @@ NAME = "cifar100"
 DATA_SOURCES = ("tff",)
 MODELS = ("resnet18",)
 PARTITIONS = ("natural",)
+DEFAULT_NUM_CLIENTS = 0  # all 500 clients
 NUM_CLASSES = 100
 CROP_SHAPE = (24, 24, 3)  # TFF's baseline DEFAULT_CROP_HEIGHT / _WIDTH.
 SQLITE_NAME = "cifar100.sqlite"  # What TFF's loader decompresses cifar100.sqlite.lzma to.

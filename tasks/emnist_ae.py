@@ -5,7 +5,7 @@ Salakhutdinov (2006) trained on TFF's federated EMNIST (62 classes, all
 writers), read from the same ``<data_dir>/emnist_all.sqlite`` as ``emnist_cr``
 (see `tasks.emnist_cr.load_client_data`; never downloads).
 
-Preprocessing is TFF's baseline (``baselines.emnist.emnist_preprocessing``,
+Preprocessing is TFF's baseline map (``baselines.emnist.emnist_preprocessing``,
 autoencoder task): ``x = y = 1 - pixels`` flattened to ``[784]`` float32 (ink =
 1). The model is TFF's ``emnist_models.create_autoencoder_model``: Dense layers
 784 -> 1000 -> 500 -> 250 -> 30 (linear) -> 250 -> 500 -> 1000 -> 784, sigmoid
@@ -13,7 +13,8 @@ elsewhere; it outputs the reconstruction (a prediction, not logits). The loss is
 the mean squared error and there is no accuracy (`accuracy_fn` is ``None``):
 report the MSE.
 
-``--num_clients`` caps the training clients exactly as for ``emnist_cr``.
+``--num_clients`` caps the training clients exactly as for ``emnist_cr``
+(default ``DEFAULT_NUM_CLIENTS = 0``: all writers).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.emnist import emnist_models
-from tensorflow_federated.python.simulation.baselines.emnist import emnist_preprocessing
 
 import tasks
 from tasks.base import Task, TaskOptions
@@ -31,6 +31,7 @@ NAME = "emnist_ae"
 DATA_SOURCES = ("tff",)
 MODELS = ("autoencoder",)
 PARTITIONS = ("natural",)
+DEFAULT_NUM_CLIENTS = 0  # all writers
 NUM_PIXELS = 28 * 28
 
 
@@ -39,11 +40,19 @@ def create_autoencoder() -> tf.keras.Model:
   return emnist_models.create_autoencoder_model()
 
 
+def _to_pair(element) -> tuple[tf.Tensor, tf.Tensor]:
+  x = 1.0 - tf.reshape(element["pixels"], [NUM_PIXELS])
+  return x, x
+
+
 def to_autoencoder_pairs(dataset: tf.data.Dataset) -> tf.data.Dataset:
-  """TFF's baseline preprocessing, unbatched: ``{'pixels', 'label'}`` -> ``(x[784], x[784])``."""
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
-  batched = emnist_preprocessing.create_preprocess_fn(spec, emnist_task="autoencoder")(dataset)
-  return batched.unbatch()
+  """``{'pixels', 'label'}`` -> ``(x[784], x[784])`` with ``x = 1 - pixels``, in order.
+
+  The map of TFF's baseline (``emnist_preprocessing._reshape_for_autoencoder``)
+  applied per element; TFF's own pipeline works on batches and maps them
+  non-deterministically.
+  """
+  return dataset.map(_to_pair)
 
 
 def build_task(options: TaskOptions) -> Task:

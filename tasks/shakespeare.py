@@ -18,8 +18,9 @@ The model is TFF's baseline (McMahan et al. 2017): Embedding(90, 8, mask_zero)
 (`accuracy_fn`) counts predictions only where the target is a real character,
 i.e. not pad, OOV, BOS or EOS.
 
-``--num_clients`` caps the training clients as for ``emnist_cr``: ``0``, or at
-least 715, keeps all of them; otherwise a ``--seed``-determined random sample.
+``--num_clients`` caps the training clients as for ``emnist_cr``: ``0`` (the
+default, ``DEFAULT_NUM_CLIENTS``), or at least 715, keeps all of them; otherwise
+a ``--seed``-determined random sample.
 The test set is every role's test snippets pooled.
 """
 
@@ -40,6 +41,7 @@ NAME = "shakespeare"
 DATA_SOURCES = ("tff",)
 MODELS = ("lstm",)
 PARTITIONS = ("natural",)
+DEFAULT_NUM_CLIENTS = 0  # all 715 roles
 SEQUENCE_LENGTH = 80
 VOCAB_SIZE = len(char_prediction_preprocessing.CHAR_VOCAB) + 4  # 90: chars + pad, OOV, BOS, EOS.
 PAD, OOV, BOS, EOS = char_prediction_preprocessing.get_special_tokens()

@@ -19,7 +19,8 @@ Data sources:
   read from ``data_dir`` and never downloaded. TFDS does not keep speaker ids,
   so only the ``iid`` and ``one_class`` partitions are available with it.
 
-Partitions of the training clips among ``--num_clients`` clients:
+Partitions of the training clips among ``--num_clients`` clients (default
+``DEFAULT_NUM_CLIENTS`` = 10, as in seed 000):
 
 * ``natural`` (default, ``folder`` only): whole speakers per client. With
   ``--num_clients=0`` (or at least the number of training speakers) every
@@ -63,6 +64,7 @@ NAME = "speech_commands"
 DATA_SOURCES = ("folder", "tfds")
 MODELS = ("cnn",)
 PARTITIONS = ("natural", "iid", "one_class")
+DEFAULT_NUM_CLIENTS = 10  # seed 000
 KEYWORDS = ("down", "go", "left", "no", "off", "on", "right", "stop", "up", "yes")
 NUM_CLASSES = len(KEYWORDS)
 

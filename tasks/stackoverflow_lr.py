@@ -40,6 +40,7 @@ NAME = "stackoverflow_lr"
 DATA_SOURCES = ("tff",)
 MODELS = ("logistic",)
 PARTITIONS = ("natural",)
+DEFAULT_NUM_CLIENTS = 0  # all users
 WORD_VOCAB_SIZE = tff.simulation.baselines.stackoverflow.DEFAULT_WORD_VOCAB_SIZE  # 10,000
 TAG_VOCAB_SIZE = tff.simulation.baselines.stackoverflow.DEFAULT_TAG_VOCAB_SIZE  # 500
 TOP_K = 5

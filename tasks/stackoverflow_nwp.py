@@ -17,9 +17,9 @@ LSTM 670 -> Dense 96 -> Dense 10004 logits at every position. Accuracy
 word, i.e. not pad, OOV, BOS or EOS.
 
 Train: the ``train`` split; ``--num_clients`` caps the users as for
-``emnist_cr`` (``0`` = all 342,477). Test: up to 10 posts from each of 1,000
-``--seed``-sampled ``test`` users; validation likewise from ``heldout`` users
-(see `tasks.stackoverflow.eval_sample`).
+``emnist_cr`` (``0``, the default ``DEFAULT_NUM_CLIENTS``, = all 342,477).
+Test: up to 10 posts from each of 1,000 ``--seed``-sampled ``test`` users;
+validation likewise from ``heldout`` users (see `tasks.stackoverflow.eval_sample`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ NAME = "stackoverflow_nwp"
 DATA_SOURCES = ("tff",)
 MODELS = ("lstm",)
 PARTITIONS = ("natural",)
+DEFAULT_NUM_CLIENTS = 0  # all users
 VOCAB_SIZE = tff.simulation.baselines.stackoverflow.DEFAULT_WORD_VOCAB_SIZE  # 10,000
 SEQUENCE_LENGTH = tff.simulation.baselines.stackoverflow.DEFAULT_SEQUENCE_LENGTH  # 20
 NUM_OOV_BUCKETS = 1
