@@ -25,6 +25,20 @@ def sparse_accuracy(y_true: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, tf
   return correct, tf.cast(tf.size(y_true), tf.float32)
 
 
+def masked_accuracy(y_true: tf.Tensor, logits: tf.Tensor,
+                    masked_tokens: tuple[int, ...] = ()) -> tuple[tf.Tensor, tf.Tensor]:
+  """Top-1 accuracy counts over the positions whose target is not in ``masked_tokens``
+  (padding, out-of-vocabulary, begin/end of sequence for next-token tasks)."""
+  y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  pred = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int64), [-1])
+  keep = tf.ones_like(y_true, dtype=tf.bool)
+  for token in masked_tokens:
+    keep = tf.logical_and(keep, tf.not_equal(y_true, int(token)))
+  keep = tf.cast(keep, tf.float32)
+  correct = tf.reduce_sum(tf.cast(tf.equal(pred, y_true), tf.float32) * keep)
+  return correct, tf.reduce_sum(keep)
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
   """What `tff_robust.process` needs from a task.

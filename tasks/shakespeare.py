@@ -34,6 +34,7 @@ from tensorflow_federated.python.simulation.baselines.shakespeare import char_pr
 from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_preprocessing
 
 import tasks
+from tasks import base
 from tasks.base import DataMissingError, Task, TaskOptions
 from tasks.emnist_cr import select_clients
 
@@ -64,15 +65,8 @@ def create_lstm() -> tf.keras.Model:
 
 def masked_accuracy(y_true: tf.Tensor, logits: tf.Tensor,
                     masked_tokens: tuple[int, ...] = (PAD, OOV, BOS, EOS)) -> tuple[tf.Tensor, tf.Tensor]:
-  """Top-1 accuracy counts over the positions whose target is not in ``masked_tokens``."""
-  y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-  pred = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int64), [-1])
-  keep = tf.ones_like(y_true, dtype=tf.bool)
-  for token in masked_tokens:
-    keep = tf.logical_and(keep, tf.not_equal(y_true, token))
-  keep = tf.cast(keep, tf.float32)
-  correct = tf.reduce_sum(tf.cast(tf.equal(pred, y_true), tf.float32) * keep)
-  return correct, tf.reduce_sum(keep)
+  """Top-1 accuracy counts excluding padding, OOV, BOS and EOS targets."""
+  return base.masked_accuracy(y_true, logits, masked_tokens)
 
 
 def to_sequences(dataset: tf.data.Dataset) -> tf.data.Dataset:

@@ -24,6 +24,8 @@ validation likewise from ``heldout`` users (see `tasks.stackoverflow.eval_sample
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_models
@@ -31,6 +33,7 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import word_
 
 import tasks
 from tasks import stackoverflow as so
+from tasks import base
 from tasks.base import Task, TaskOptions
 from tasks.emnist_cr import select_clients
 
@@ -62,16 +65,8 @@ def create_lstm(vocab_size: int = VOCAB_SIZE) -> tf.keras.Model:
 
 def make_accuracy_fn(vocab_size: int = VOCAB_SIZE):
   """Top-1 accuracy counts over positions whose target is an in-vocabulary word."""
-  masked = tf.constant(special_tokens(vocab_size), dtype=tf.int64)
-
-  def accuracy_fn(y_true: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    y_true = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-    pred = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int64), [-1])
-    keep = tf.cast(tf.reduce_all(tf.not_equal(y_true[:, None], masked[None, :]), axis=1), tf.float32)
-    correct = tf.reduce_sum(tf.cast(tf.equal(pred, y_true), tf.float32) * keep)
-    return correct, tf.reduce_sum(keep)
-
-  return accuracy_fn
+  return functools.partial(base.masked_accuracy,
+                           masked_tokens=tuple(int(t) for t in special_tokens(vocab_size)))
 
 
 def make_preprocess(vocab: list[str]):

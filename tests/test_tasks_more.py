@@ -28,13 +28,9 @@ needs_espeak = pytest.mark.skipif(espeak_corpus.espeak_binary() is None,
                                   reason="espeak-ng is not installed (apt-get install -y espeak-ng)")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _registered():
-  """Registers these task modules (if the registry does not list them yet)."""
-  with pytest.MonkeyPatch.context() as mp:
-    for name in MODULES:
-      mp.setitem(tasks.TASK_MODULES, name, f"tasks.{name}")
-    yield
+def test_registered():
+  for name in MODULES:
+    assert tasks.TASK_MODULES[name] == f"tasks.{name}"
 
 
 @pytest.fixture(scope="module")

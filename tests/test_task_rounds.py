@@ -1,0 +1,67 @@
+"""One federated round of the learning process on every task, from same-format test data."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import data_makers
+import data_makers_more
+import tasks
+from tasks import TaskOptions
+from tasks import espeak_corpus
+from tff_robust import client_work, process
+from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("round_data"))
+  data_makers_more.make_cifar100_sqlite(d)
+  data_makers_more.make_shakespeare_sqlite(d)
+  data_makers_more.make_stackoverflow_sqlite(d)
+  data_makers_more.make_stackoverflow_counts(d)
+  data_makers.make_emnist_sqlite(d)
+  return d
+
+
+def one_round(task, server_opt="sgd"):
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  p = process.build_process(spec, ProcessConfig(
+      client=ClientConfig(lr=0.01, local_steps=1, batch_size=4),
+      server=ServerConfig(opt=server_opt, lr=0.01)))
+  ids = sorted(task.train.client_ids)[:2]
+  state = p.initialize()
+  out = p.next(state, [task.train.create_tf_dataset_for_client(c) for c in ids])
+  m = out.metrics
+  assert float(m["num_clients"]) == 2 and float(m["nonfinite_clients"]) == 0
+  assert math.isfinite(float(m["train_loss"]))
+  before = p.get_model_weights(state).trainable
+  after = p.get_model_weights(out.state).trainable
+  assert any(not np.array_equal(a, b) for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("name", ["cifar100", "shakespeare", "emnist_ae", "emnist_cr",
+                                  "stackoverflow_nwp", "stackoverflow_lr"])
+def test_round_on_tff_sqlite_tasks(tff_rt, data_dir, name):
+  one_round(tasks.load_task(name, TaskOptions(data_dir=data_dir)), server_opt="adam")
+
+
+def test_round_on_cifar10_tfds(tff_rt):
+  import tensorflow_datasets as tfds
+  with tfds.testing.mock_data(num_examples=40):
+    task = tasks.load_task("cifar10", TaskOptions(partition="iid", num_clients=4))
+  one_round(task)
+
+
+@pytest.mark.skipif(espeak_corpus.espeak_binary() is None,
+                    reason="espeak-ng is not installed (apt-get install -y espeak-ng)")
+def test_round_on_speech_commands_folder(tff_rt, tmp_path):
+  data_makers_more.make_espeak_folder(str(tmp_path), num_speakers=6, repeats=1, seed=1)
+  task = tasks.load_task("speech_commands", TaskOptions(data_dir=str(tmp_path), partition="iid",
+                                                         num_clients=3))
+  x, _ = next(iter(task.train.create_tf_dataset_for_client(task.train.client_ids[0])))
+  assert x.shape == (32, 32, 1) and x.dtype == tf.float32
+  one_round(task)
