@@ -26,6 +26,8 @@ import tensorflow_federated as tff
 from tasks.base import Task
 from tff_robust import client_states
 from tff_robust import evaluation
+from tff_robust import fedex as fedex_lib
+from tff_robust import seeding
 from tff_robust.process import RobustProcess
 
 logger = logging.getLogger("tff_robust")
@@ -127,6 +129,7 @@ class TrainingLoop:
     self.task = task
     self.config = config
     self.client_ids = sorted(task.train.client_ids)
+    self.client_index = {cid: i for i, cid in enumerate(self.client_ids)}
     self.trainer = process.trainer
     os.makedirs(config.output_dir, exist_ok=True)
     self.releases = ReleaseManagers(config.output_dir)
@@ -149,13 +152,18 @@ class TrainingLoop:
     val = None
     if self.trainer.has_val:
       data, val = split_validation(data, self.config.client_val_every)
-    data = data.shuffle(self.config.shuffle_buffer, seed=_data_seed(self.config.seed, round_num, index),
-                        reshuffle_each_iteration=True)
-    if not self.trainer.has_val and not self.trainer.theta_in:
+    with seeding.global_seed(self.config.seed):  # order from (seed, round, client) only
+      data = data.shuffle(self.config.shuffle_buffer,
+                          seed=_data_seed(self.config.seed, round_num, index),
+                          reshuffle_each_iteration=True)
+    if not self.trainer.structured_input:
       return data
     out = collections.OrderedDict(data=data)
     if val is not None:
       out["val"] = val
+    if self.trainer.has_seed:  # the client's own seed for c ~ θ (FedEx), from (seed, round, id)
+      out["seed"] = np.asarray(fedex_lib.client_seed(self.config.seed, round_num,
+                                                     self.client_index[cid]), np.int64)
     if self.trainer.theta_in:
       out["theta"] = self.theta_store.get(cid)
     return out

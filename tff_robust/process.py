@@ -21,8 +21,10 @@ import tensorflow_federated as tff
 from tff_robust import aggregation
 from tff_robust import client_work
 from tff_robust import evaluation
+from tff_robust import fedex as fedex_lib
 from tff_robust import reinforce
 from tff_robust import schedules
+from tff_robust import seeding
 from tff_robust import server_opt
 from tff_robust.config import ProcessConfig
 
@@ -31,8 +33,8 @@ ModelWeights = tff.learning.models.ModelWeights
 
 def initial_weights(model_fn, seed: int) -> ModelWeights:
   """Model weights drawn by Keras' initialisers under ``seed`` (reproducible)."""
-  tf.keras.utils.set_random_seed(seed)
-  model = model_fn()
+  with seeding.global_seed(seed):
+    model = model_fn()
   return ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables],
       non_trainable=[v.numpy() for v in model.non_trainable_variables])
@@ -60,6 +62,40 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.next_with_client_states = next_with_client_states
     self.trainer = trainer
     self.client_input_type = trainer.input_type()
+
+
+def _fedex_client(config: ProcessConfig) -> client_work.FedExClient:
+  """The k FedEx configurations, drawn around the centre (seed 002)."""
+  fc, ccfg = config.fedex, config.client
+  space = fc.space or fedex_lib.SearchSpace()
+  options = fc.options or fedex_lib.FedExOptions(seed=config.seed)
+  if config.ah is not None:
+    clash = {"learning_rate", "local_steps", "local_epochs"} & set(space.names)
+    if clash:
+      raise ValueError(f"--ah tunes the round's learning rate and local steps; FedEx must not also "
+                       f"tune {sorted(clash)} (set --fedex_{sorted(clash)[0]}=none)")
+  if ccfg.local_steps > 0 and "local_epochs" in space.names:
+    raise ValueError("FedEx tunes local_epochs but --local_steps > 0: tune local_steps instead "
+                     "(--fedex_local_epochs=none --fedex_local_steps=...) or use --local_steps=0")
+  if ccfg.local_steps == 0 and "local_steps" in space.names:
+    raise ValueError("FedEx tunes local_steps but --local_steps=0 (epochs): tune local_epochs instead")
+  if "dropout" in space.names:
+    raise ValueError("--fedex_dropout is not supported: dropout rates are fixed in the Keras model")
+  center = dict(fc.center) if fc.center else space.midpoint()
+  if not fc.center:
+    defaults = {"learning_rate": ccfg.lr, "batch_size": ccfg.batch_size, "prox_mu": ccfg.wd_mu,
+                "local_steps": ccfg.local_steps, "local_epochs": ccfg.local_epochs}
+    for name in space.names:
+      spec = space.spec(name)
+      value = defaults.get(name)
+      if value is None:
+        continue
+      if isinstance(spec, tuple) and value in spec:
+        center[name] = value
+      elif isinstance(spec, fedex_lib.Range) and spec.low <= value <= spec.high:
+        center[name] = value
+  configs = fedex_lib.sample_configs(space, center, options.radius, options.k, options.seed)
+  return client_work.FedExClient(space=space, options=options, configs=configs)
 
 
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
@@ -95,10 +131,11 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   client_loss = ah is not None and ah.loss_source == "clients"
   if ah is not None and ah.loss_source == "server" and server_val is None:
     raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
+  fx = _fedex_client(config) if config.fedex is not None else None
   trainer = client_work.ClientTrainer(
       spec, ccfg, config.weighting, has_val=config.needs_client_val,
       theta_in=rm_client_state == "persist", seed=config.seed,
-      pre_eval_batches=ah.client_eval_batches if client_loss else 0)
+      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx)
 
   def server_loss(weights) -> tf.Tensor:
     """L(w) on the server-held validation set (seed 000 §3.3, first scheme)."""
@@ -130,6 +167,11 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       if not client_loss:  # L_1 <- Loss(w_1), Algorithm 1 line 2
         ah_state = ah_state._replace(last_loss=server_loss(weights))
       state["ah"] = ah_state
+    if fx is not None:
+      rows = len(fx.space.names) if fx.options.product_space else None
+      state["fedex"] = collections.OrderedDict(
+          theta=tf.constant(fedex_lib.initial_theta(fx.k, rows), tf.float32),
+          baseline_num=tf.constant(0.0), baseline_den=tf.constant(0.0))
     return state
 
   state_type = server_init.type_signature.result
@@ -153,7 +195,10 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   @tff.tensorflow.computation(state_type, hparams_type)
   def make_broadcast(state, hparams):
-    return collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
+    out = collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
+    if fx is not None:
+      out["fedex_theta"] = state["fedex"]["theta"]
+    return out
 
   client_update = trainer.build(make_broadcast.type_signature.result)
   client_out_type = client_update.type_signature.result
@@ -197,6 +242,15 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
         num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
         examples_trained=sums["count"],
         update_norm=tf.linalg.global_norm(mean_delta))
+    if fx is not None:  # θ ← θ ⊙ exp(−η_t ∇̃), normalised (seed 002)
+      f = state["fedex"]
+      theta, num, den, fx_metrics = fedex_lib.server_update(
+          f["theta"], f["baseline_num"], f["baseline_den"], sums["fedex_loss"], sums["fedex_count"],
+          sums["fedex_total"], tf.cast(state["round"] + 1, tf.float32), fx.options)
+      new_state["fedex"] = collections.OrderedDict(theta=theta, baseline_num=num, baseline_den=den)
+      for key, value in fx_metrics.items():
+        metrics[f"fedex_{key}"] = tf.cast(value, tf.float32)
+      metrics["fedex_theta_max"] = tf.reduce_max(theta)
     for key, value in ah_metrics.items():
       metrics[f"ah_{key}"] = tf.cast(value, tf.float32)
     if config.needs_client_val:
