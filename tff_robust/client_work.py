@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 
 from tasks.base import AccuracyFn
 from tff_robust import evaluation
+from tff_robust import fedex as fedex_lib
 from tff_robust import regularizers
 from tff_robust.config import ClientConfig
 
@@ -80,6 +81,22 @@ def _all_finite(tensors) -> tf.Tensor:
   return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
 
+@dataclasses.dataclass(frozen=True)
+class FedExClient:
+  """What a client needs for FedEx (seed 002): the k configurations and the options."""
+
+  space: fedex_lib.SearchSpace
+  options: fedex_lib.FedExOptions
+  configs: dict  # name -> np.ndarray [k]
+
+  @property
+  def k(self) -> int:
+    return self.options.k
+
+  def tunes(self, name: str) -> bool:
+    return name in self.space.names
+
+
 class ClientTrainer:
   """Builds the client computation for one task and configuration.
 
@@ -91,7 +108,8 @@ class ClientTrainer:
   """
 
   def __init__(self, spec: ModelSpec, config: ClientConfig, weighting: str, *,
-               has_val: bool, theta_in: bool, pre_eval_batches: int = 0, seed: int = 0):
+               has_val: bool, theta_in: bool, pre_eval_batches: int = 0, seed: int = 0,
+               fedex: Optional["FedExClient"] = None):
     self.spec = spec
     self.config = config
     self.weighting = weighting
@@ -100,19 +118,30 @@ class ClientTrainer:
     self.theta_in = theta_in and self.uses_rm
     self.pre_eval_batches = pre_eval_batches
     self.seed = seed
+    self.fedex = fedex
+    self.has_seed = fedex is not None
+    if fedex is not None:
+      self.has_val = True
 
   def input_type(self):
     """The client-placed input: a dataset, or a struct (data, val, theta)."""
     seq = tff.SequenceType(tff.types.tensorflow_to_type(self.spec.element_spec))
-    if not self.has_val and not self.theta_in:
+    if not self.structured_input:
       return seq
     fields = collections.OrderedDict(data=seq)
     if self.has_val:
       fields["val"] = seq
+    if self.has_seed:
+      fields["seed"] = tff.TensorType(np.int64, [2])
     if self.theta_in:
       fields["theta"] = [tff.TensorType(s.dtype.as_numpy_dtype, s.shape)
                          for s in theta_specs(self.spec, self.seed)]
     return tff.StructWithPythonType(list(fields.items()), collections.OrderedDict)
+
+  @property
+  def structured_input(self) -> bool:
+    """Whether the client input is a struct rather than a bare dataset."""
+    return self.has_val or self.theta_in or self.has_seed
 
   def build(self, broadcast_type) -> tff.Computation:
     """``(broadcast, client_input) -> OrderedDict(delta, weight, metrics[, theta])``."""
@@ -121,26 +150,51 @@ class ClientTrainer:
 
     @tff.tensorflow.computation(broadcast_type, self.input_type())
     def client_update(broadcast, client_input):
-      if self.has_val or self.theta_in:
+      if self.structured_input:
         data = client_input["data"]
         val = client_input["val"] if self.has_val else None
         theta = client_input["theta"] if self.theta_in else None
+        seed = client_input["seed"] if self.has_seed else None
       else:
-        data, val, theta = client_input, None, None
+        data, val, theta, seed = client_input, None, None, None
       model = spec.model_fn()
       frozen = spec.model_fn() if self.uses_rm else None
       matcher = _build_matcher(model, self.seed) if self.uses_rm else None
       loss_fn = spec.loss_fn()
-      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta)
+      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed)
 
     return client_update
 
-  def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta):
+  def _hparams(self, broadcast, seed):
+    """The client's SGD hyper-parameters as tensors: the round's lr and steps and the
+    config's other values, overridden by the client's FedEx configuration c ~ θ."""
+    cfg = self.config
+    hp = {"learning_rate": broadcast["lr"], "local_steps": broadcast["steps"],
+          "local_epochs": tf.constant(cfg.local_epochs, tf.int32),
+          "batch_size": tf.constant(cfg.batch_size, tf.int32),
+          "momentum": tf.constant(0.0), "weight_decay": tf.constant(0.0),
+          "prox_mu": tf.constant(cfg.wd_mu, tf.float32)}
+    index = None
+    if self.fedex is not None:
+      fx = self.fedex
+      index = fedex_lib.effective_index(broadcast["fedex_theta"], fx.options.entropy_cutoff, seed)
+      names = fx.space.names if fx.options.product_space else None
+      for name, value in fedex_lib.gather_config(fx.configs, index, names).items():
+        hp[name] = tf.cast(value, hp[name].dtype)
+    return hp, index
+
+  def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed):
     cfg = self.config
     acc_fn = self.spec.accuracy_fn
     weights = broadcast["model"]
-    lr = broadcast["lr"]
-    steps = broadcast["steps"]
+    hp, fedex_index = self._hparams(broadcast, seed)
+    lr = hp["learning_rate"]
+    uses_momentum = self.fedex is not None and self.fedex.tunes("momentum")
+    uses_decay = self.fedex is not None and self.fedex.tunes("weight_decay")
+    uses_prox = cfg.wd_mu > 0 or (self.fedex is not None and self.fedex.tunes("prox_mu"))
+    train_vars = model.trainable_variables + (matcher.theta if matcher else [])
+    velocity = ([tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in train_vars]
+                if uses_momentum else [])
 
     @tf.function
     def run(data, val, theta):
@@ -159,12 +213,14 @@ class ClientTrainer:
             model, data.batch(cfg.batch_size).take(self.pre_eval_batches), loss_fn, None)
 
       num_examples = data.reduce(zero, lambda c, _: c + 1.0)
+      batch = tf.cast(hp["batch_size"], tf.int64)
       if cfg.local_steps > 0:
-        batches = data.repeat().batch(cfg.batch_size).take(tf.cast(steps, tf.int64))
+        batches = data.repeat().batch(batch).take(tf.cast(hp["local_steps"], tf.int64))
       else:
-        batches = data.repeat(cfg.local_epochs).batch(cfg.batch_size)
+        batches = data.repeat(tf.cast(hp["local_epochs"], tf.int64)).batch(batch)
 
-      train_vars = model.trainable_variables + (matcher.theta if matcher else [])
+      for m in velocity:
+        m.assign(tf.zeros_like(m))
 
       def sgd_step(x, y):
         """One SGD step on eq. 2 (+ ER, WD) for w^i and θ^i; returns (CE, logits)."""
@@ -182,12 +238,16 @@ class ClientTrainer:
             total += cfg.rm_weight * matcher.matching_loss(acts, argmax, frozen_acts)
           if cfg.er_h_min > 0:
             total += regularizers.entropy_regularizer(logits, cfg.er_h_min)
-          if cfg.wd_mu > 0:
-            total += cfg.wd_mu * regularizers.weight_divergence(model.trainable_variables, initial)
+          if uses_prox:
+            total += hp["prox_mu"] * regularizers.weight_divergence(model.trainable_variables, initial)
         grads = tape.gradient(total, train_vars)
+        grads = [tf.zeros_like(v) if g is None else g for v, g in zip(train_vars, grads)]
+        if uses_decay:
+          grads = [g + hp["weight_decay"] * v for g, v in zip(grads, train_vars)]
+        if uses_momentum:  # heavy-ball SGD: v <- μ v + g ; w <- w - η v
+          grads = [m.assign(hp["momentum"] * m + g) for m, g in zip(velocity, grads)]
         for var, grad in zip(train_vars, grads):
-          if grad is not None:
-            var.assign_sub(lr * grad)
+          var.assign_sub(lr * grad)
         return task_loss, logits
 
       loss_sum, correct, count = zero, zero, zero
@@ -202,7 +262,7 @@ class ClientTrainer:
       val_loss, val_correct, val_count = zero, zero, zero
       if val is not None:
         val_loss, val_correct, val_count = evaluation.evaluate(
-            model, val.batch(cfg.batch_size), loss_fn, acc_fn)
+            model, val.batch(max(cfg.batch_size, 64)), loss_fn, acc_fn)
 
       delta = [v - w for v, w in zip(model.trainable_variables, initial)]
       finite = tf.logical_and(_all_finite(delta), tf.math.is_finite(loss_sum))
@@ -221,6 +281,11 @@ class ClientTrainer:
       out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)
       if self.theta_in:
         out["theta"] = [tf.identity(v) for v in matcher.theta]
+      if self.fedex is not None:  # (|V| L onehot(c), |V| onehot(c), |V|) for seed 002's update
+        mean_val = tf.math.divide_no_nan(val_loss, val_count)
+        s_loss, s_count, s_total = fedex_lib.client_sums(fedex_index, mean_val, val_count * keep,
+                                                         self.fedex.k)
+        metrics["fedex_loss"], metrics["fedex_count"], metrics["fedex_total"] = s_loss, s_count, s_total
       return out
 
     return run(data, val, theta)

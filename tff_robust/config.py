@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -81,6 +81,19 @@ class AHConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class FedExConfig:
+  """FedEx (seed 002): k client configurations around ``center`` and θ over them.
+
+  ``space`` is a `fedex.SearchSpace`, ``options`` a `fedex.FedExOptions`;
+  ``center`` (None: the client configuration, else the space's midpoint).
+  """
+
+  space: Any = None
+  options: Any = None
+  center: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ProcessConfig:
   """Everything `process.build_process` needs besides the task."""
 
@@ -88,6 +101,7 @@ class ProcessConfig:
   server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
   weighting: str = "num_examples"
   ah: Optional[AHConfig] = None
+  fedex: Optional[FedExConfig] = None
   seed: int = 0
 
   @property
@@ -96,4 +110,4 @@ class ProcessConfig:
 
   @property
   def needs_client_val(self) -> bool:
-    return self.weighting == "val_accuracy"
+    return self.weighting == "val_accuracy" or self.fedex is not None
