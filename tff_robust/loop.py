@@ -24,6 +24,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.base import Task
+from tff_robust import attacks
 from tff_robust import client_states
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
@@ -49,6 +50,9 @@ class LoopConfig:
   eval_batch_size: int = 256
   max_clients_in_memory: int = 1000
   log_every: int = 1
+  client_dropout_rate: float = 0.0  # each sampled client fails independently
+  byzantine_fraction: float = 0.0  # of each round's surviving clients
+  divergence_factor: float = 0.0  # reject a round whose guard loss exceeds factor × previous (0: off)
 
 
 def run_sync(coro: Coroutine) -> Any:
@@ -73,6 +77,14 @@ def sample_clients(client_ids: Sequence[str], n: int, seed: int, round_num: int)
   rng = np.random.default_rng([seed, round_num, 0x5A4D])
   idx = rng.choice(len(client_ids), size=n, replace=False)
   return [client_ids[i] for i in sorted(idx)]
+
+
+def surviving_clients(cids: Sequence[str], rate: float, seed: int, round_num: int) -> list[str]:
+  """The sampled clients that did not drop out (each fails with probability ``rate``)."""
+  if rate <= 0:
+    return list(cids)
+  rng = np.random.default_rng([seed, round_num, 0xD50])
+  return [c for c, u in zip(cids, rng.random(len(cids))) if u >= rate]
 
 
 def _data_seed(seed: int, round_num: int, index: int) -> int:
@@ -144,18 +156,27 @@ class TrainingLoop:
           config.max_clients_in_memory)
     self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
     self._test = task.test.batch(config.eval_batch_size).cache()
+    self._guard_loss: Optional[float] = None
+    if config.divergence_factor > 0:
+      source = (task.validation if task.validation is not None
+                else task.train.create_tf_dataset_from_all_clients())
+      self._guard_data = tf.data.Dataset.from_tensor_slices(
+          evaluation.sample_examples(source, 256, config.seed)).batch(256).cache()
     self.history: list[dict[str, float]] = []
 
   # ---- inputs ------------------------------------------------------------------------
-  def client_input(self, cid: str, round_num: int, index: int):
+  def client_input(self, cid: str, round_num: int, index: int, byzantine: bool = False):
     data = self.task.train.create_tf_dataset_for_client(cid)
     val = None
     if self.trainer.has_val:
       data, val = split_validation(data, self.config.client_val_every)
-    with seeding.global_seed(self.config.seed):  # order from (seed, round, client) only
+    # The order comes from (seed, round, client) only. A fixed order per round (reshuffled
+    # by the next round's seed): TF's reshuffling seed generator does not survive the
+    # dataset's serialization to the TFF worker, which would make runs irreproducible.
+    with seeding.global_seed(self.config.seed):
       data = data.shuffle(self.config.shuffle_buffer,
                           seed=_data_seed(self.config.seed, round_num, index),
-                          reshuffle_each_iteration=True)
+                          reshuffle_each_iteration=False)
     if not self.trainer.structured_input:
       return data
     out = collections.OrderedDict(data=data)
@@ -164,9 +185,25 @@ class TrainingLoop:
     if self.trainer.has_seed:  # the client's own seed for c ~ θ (FedEx), from (seed, round, id)
       out["seed"] = np.asarray(fedex_lib.client_seed(self.config.seed, round_num,
                                                      self.client_index[cid]), np.int64)
+    if self.trainer.attack is not None:
+      out["byzantine"] = np.bool_(byzantine)
     if self.trainer.theta_in:
       out["theta"] = self.theta_store.get(cid)
     return out
+
+  def _diverged(self, new_state, metrics: dict[str, float]) -> bool:
+    """Divergence guard: the new model's loss on a fixed held-out sample is not finite,
+    or exceeds ``divergence_factor`` × the last accepted model's."""
+    if self.config.divergence_factor <= 0:
+      return False
+    weights = self.process.get_model_weights(new_state)
+    loss = self._evaluate(weights.trainable, weights.non_trainable, self._guard_data)["loss"]
+    metrics["guard_loss"] = loss
+    if not np.isfinite(loss) or (self._guard_loss is not None
+                                 and loss > self.config.divergence_factor * self._guard_loss):
+      return True
+    self._guard_loss = loss
+    return False
 
   def evaluate(self, state) -> dict[str, float]:
     weights = self.process.get_model_weights(state)
@@ -196,20 +233,36 @@ class TrainingLoop:
     """Runs (or resumes) training; returns the final metrics (test accuracy/loss)."""
     cfg = self.config
     state, start = self._restore(self.process.initialize())
+    if cfg.divergence_factor > 0:
+      weights = self.process.get_model_weights(state)
+      self._guard_loss = self._evaluate(weights.trainable, weights.non_trainable, self._guard_data)["loss"]
     per_round = num_sampled(len(self.client_ids), cfg.clients_per_round, cfg.client_fraction)
     final: dict[str, float] = {}
     for round_num in range(start + 1, cfg.rounds + 1):
       t0 = time.perf_counter()
-      cids = sample_clients(self.client_ids, per_round, cfg.seed, round_num)
-      inputs = [self.client_input(cid, round_num, i) for i, cid in enumerate(cids)]
-      if self.theta_store is not None:
-        output, thetas = self.process.next_with_client_states(state, inputs)
-        for cid, theta in zip(cids, thetas):
-          self.theta_store.put(cid, list(theta), round_num)
+      sampled = sample_clients(self.client_ids, per_round, cfg.seed, round_num)
+      cids = surviving_clients(sampled, cfg.client_dropout_rate, cfg.seed, round_num)
+      if not cids:  # every sampled client dropped out: record the round, keep the model
+        metrics = {"num_clients": 0.0, "dropped_clients": float(len(sampled)), "skipped_round": 1.0}
       else:
-        output = self.process.next(state, inputs)
-      state = output.state
-      metrics = _to_float_dict(output.metrics)
+        byz = attacks.byzantine_mask(len(cids), cfg.byzantine_fraction, (cfg.seed, round_num))
+        inputs = [self.client_input(cid, round_num, self.client_index[cid], bool(b))
+                  for cid, b in zip(cids, byz)]
+        if self.theta_store is not None:
+          output, thetas = self.process.next_with_client_states(state, inputs)
+          new_thetas = list(zip(cids, thetas))
+        else:
+          output, new_thetas = self.process.next(state, inputs), []
+        metrics = _to_float_dict(output.metrics)
+        metrics.update(dropped_clients=float(len(sampled) - len(cids)),
+                       byzantine_clients=float(np.sum(byz)), skipped_round=0.0)
+        if self._diverged(output.state, metrics):
+          metrics["rejected_round"] = 1.0  # divergence guard: keep the previous model
+        else:
+          metrics["rejected_round"] = 0.0
+          state = output.state
+          for cid, theta in new_thetas:
+            self.theta_store.put(cid, list(theta), round_num)
       metrics["round_seconds"] = time.perf_counter() - t0
       if round_num % cfg.rounds_per_eval == 0 or round_num == cfg.rounds:
         metrics.update(self.evaluate(state))
