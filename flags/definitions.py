@@ -15,10 +15,11 @@ from absl import flags
 import tasks
 from tasks.base import TaskOptions
 from tff_robust import aggregation
+from tff_robust import attacks
 from tff_robust import schedules
 from tff_robust import server_opt
 from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, ProcessConfig
-from tff_robust.config import RM_CLIENT_STATES, ServerConfig, WEIGHTINGS
+from tff_robust.config import RM_CLIENT_STATES, RobustConfig, ServerConfig, WEIGHTINGS
 from tff_robust.loop import LoopConfig
 
 FLAGS = flags.FLAGS
@@ -67,6 +68,21 @@ def define_flags() -> None:
   flags.DEFINE_float("server_beta2", 0.99, "β2 of FedAdam/FedYogi.")
   flags.DEFINE_float("server_tau", 1e-3, "τ (adaptivity) of FedAdagrad/FedAdam/FedYogi.")
   flags.DEFINE_string("aggregator", "mean", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
+  flags.DEFINE_float("trim_fraction", 0.2, "trimmed_mean: fraction dropped at each end per coordinate.")
+  flags.DEFINE_float("clip_norm", None, "norm_clip: fixed L2 norm (default: adaptive, 0.8-quantile).")
+  flags.DEFINE_bool("zeroing", True, "Zero client updates with huge norms (TFF zeroing); non-finite ones are always excluded.")
+  flags.DEFINE_float("zeroing_norm", None, "Fixed zeroing norm (default: TFF's adaptive one).")
+  # Faults.
+  flags.DEFINE_float("client_dropout_rate", 0.0, "Each sampled client fails independently with this probability.")
+  flags.DEFINE_float("byzantine_fraction", 0.0, "Fraction of each round's clients that send corrupted updates.")
+  flags.DEFINE_string("byzantine_attack", "none", "Corruption: none, sign_flip, gaussian, scaled, nan.")
+  flags.DEFINE_float("byzantine_scale", None, "Scale of sign_flip (default 1) / scaled (default 10).")
+  flags.DEFINE_float("byzantine_sigma", 1.0, "σ of the gaussian attack.")
+  flags.DEFINE_float("divergence_factor", 0.0,
+                     "Reject a round whose model loss (256 held-out examples) is non-finite or exceeds "
+                     "this factor × the last accepted one (0 = off).")
+  flags.DEFINE_list("workers", [], "host:port of running TFF worker_binary services (python -m "
+                    "tff_robust.workers); a round's clients are split across them.")
   # Representation matching, entropy regularisation, weight divergence.
   flags.DEFINE_float("rm_weight", 0.0, "Weight of the representation-matching loss (0 = off).")
   flags.DEFINE_enum("rm_client_state", "persist", list(RM_CLIENT_STATES),
@@ -103,9 +119,9 @@ class RunConfig:
   task_options: TaskOptions
   process: ProcessConfig
   loop: LoopConfig
-  aggregator: str
   rm_client_state: str
   ah_val_examples: int = 500
+  workers: tuple[str, ...] = ()
 
 
 def _check(cond: bool, flag: str, value, allowed: str) -> None:
@@ -146,8 +162,16 @@ def parse(f=FLAGS) -> RunConfig:
   _check(f.wd_mu >= 0, "wd_mu", f.wd_mu, "must be ≥ 0")
   _check(f.rounds_per_eval >= 1, "rounds_per_eval", f.rounds_per_eval, "must be ≥ 1")
   _check(f.rounds_per_checkpoint >= 1, "rounds_per_checkpoint", f.rounds_per_checkpoint, "must be ≥ 1")
-  _check(f.aggregator in aggregation.AGGREGATORS, "aggregator", f.aggregator,
-         "choose one of: " + ", ".join(aggregation.AGGREGATORS))
+  aggregation.validate_aggregator(f.aggregator, f.trim_fraction, f.clip_norm, f.zeroing_norm)
+  attacks.validate_attack(f.byzantine_attack, f.byzantine_fraction, f.byzantine_scale, f.byzantine_sigma)
+  _check(0 <= f.client_dropout_rate < 1, "client_dropout_rate", f.client_dropout_rate, "must be in [0, 1)")
+  _check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
+         f.byzantine_fraction, "needs --byzantine_attack other than none")
+  _check(f.divergence_factor == 0 or f.divergence_factor > 1, "divergence_factor", f.divergence_factor,
+         "must be 0 (off) or > 1")
+  for address in f.workers:
+    host, _, port = address.rpartition(":")
+    _check(bool(host) and port.isdigit(), "workers", ",".join(f.workers), "expected host:port,host:port")
   schedule = f.client_lr_schedule
   decay_rate = f.client_lr_decay_rate if schedule == "expdecay" else 1.0
   schedules.validate_schedule(schedule, decay_rate, f.client_lr_decay_every)
@@ -188,13 +212,19 @@ def parse(f=FLAGS) -> RunConfig:
                   init_steps=f.ah_init_steps, init_std=f.ah_init_std, loss_source=f.ah_loss_source,
                   client_eval_batches=f.ah_client_eval_batches)
     ah.policy_config()  # validates grids, window, η_H, init
-  process = ProcessConfig(client=client, server=server, weighting=f.weighting, ah=ah, seed=f.seed)
+  robust = RobustConfig(aggregator=f.aggregator, trim_fraction=f.trim_fraction, clip_norm=f.clip_norm,
+                        zeroing=f.zeroing, zeroing_norm=f.zeroing_norm,
+                        byzantine_attack=f.byzantine_attack, byzantine_scale=f.byzantine_scale,
+                        byzantine_sigma=f.byzantine_sigma)
+  process = ProcessConfig(client=client, server=server, weighting=f.weighting, ah=ah, robust=robust,
+                          seed=f.seed)
   name = f.experiment_name or experiment_name(f)
   loop = LoopConfig(
       output_dir=os.path.join(f.root_output_dir, name), rounds=f.rounds,
       clients_per_round=f.clients_per_round, client_fraction=f.client_fraction,
       rounds_per_eval=f.rounds_per_eval, rounds_per_checkpoint=f.rounds_per_checkpoint,
-      seed=f.seed, client_val_every=f.client_val_every)
+      seed=f.seed, client_val_every=f.client_val_every, client_dropout_rate=f.client_dropout_rate,
+      byzantine_fraction=f.byzantine_fraction, divergence_factor=f.divergence_factor)
   return RunConfig(task=f.task, task_options=task_options, process=process, loop=loop,
-                   aggregator=f.aggregator, rm_client_state=f.rm_client_state,
-                   ah_val_examples=f.ah_val_examples)
+                   rm_client_state=f.rm_client_state, ah_val_examples=f.ah_val_examples,
+                   workers=tuple(f.workers))

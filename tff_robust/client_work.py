@@ -20,6 +20,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.base import AccuracyFn
+from tff_robust import attacks
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
 from tff_robust import regularizers
@@ -109,7 +110,7 @@ class ClientTrainer:
 
   def __init__(self, spec: ModelSpec, config: ClientConfig, weighting: str, *,
                has_val: bool, theta_in: bool, pre_eval_batches: int = 0, seed: int = 0,
-               fedex: Optional["FedExClient"] = None):
+               fedex: Optional["FedExClient"] = None, attack: Optional[tuple] = None):
     self.spec = spec
     self.config = config
     self.weighting = weighting
@@ -119,7 +120,8 @@ class ClientTrainer:
     self.pre_eval_batches = pre_eval_batches
     self.seed = seed
     self.fedex = fedex
-    self.has_seed = fedex is not None
+    self.attack = attack  # (kind, scale, sigma) of byzantine clients, or None
+    self.has_seed = fedex is not None or attack is not None
     if fedex is not None:
       self.has_val = True
 
@@ -133,6 +135,8 @@ class ClientTrainer:
       fields["val"] = seq
     if self.has_seed:
       fields["seed"] = tff.TensorType(np.int64, [2])
+    if self.attack is not None:
+      fields["byzantine"] = tff.TensorType(np.bool_)
     if self.theta_in:
       fields["theta"] = [tff.TensorType(s.dtype.as_numpy_dtype, s.shape)
                          for s in theta_specs(self.spec, self.seed)]
@@ -155,13 +159,15 @@ class ClientTrainer:
         val = client_input["val"] if self.has_val else None
         theta = client_input["theta"] if self.theta_in else None
         seed = client_input["seed"] if self.has_seed else None
+        byzantine = client_input["byzantine"] if self.attack is not None else None
       else:
-        data, val, theta, seed = client_input, None, None, None
+        data, val, theta, seed, byzantine = client_input, None, None, None, None
       model = spec.model_fn()
       frozen = spec.model_fn() if self.uses_rm else None
       matcher = _build_matcher(model, self.seed) if self.uses_rm else None
       loss_fn = spec.loss_fn()
-      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed)
+      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed,
+                          byzantine)
 
     return client_update
 
@@ -183,7 +189,8 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
-  def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed):
+  def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed,
+              byzantine=None):
     cfg = self.config
     acc_fn = self.spec.accuracy_fn
     weights = broadcast["model"]
@@ -272,6 +279,10 @@ class ClientTrainer:
       weight = tf.where(finite, weight, 0.0)
       delta = [tf.where(finite, d, tf.zeros_like(d)) for d in delta]
       keep = tf.cast(finite, tf.float32)
+      if self.attack is not None:  # a byzantine client replaces its honest update (seed 003 faults)
+        kind, scale, sigma = self.attack
+        noise_seed = tf.bitwise.bitwise_xor(seed[0], seed[1])
+        delta = attacks.maybe_attack(kind, delta, byzantine, noise_seed, scale=scale, sigma=sigma)
       metrics = collections.OrderedDict(
           loss_sum=loss_sum * keep, correct=correct * keep, count=count * keep,
           num_examples=num_examples, val_loss_sum=val_loss * keep,

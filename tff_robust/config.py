@@ -94,6 +94,20 @@ class FedExConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RobustConfig:
+  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients."""
+
+  aggregator: str = "mean"
+  trim_fraction: float = 0.2
+  clip_norm: Optional[float] = None
+  zeroing: bool = True
+  zeroing_norm: Optional[float] = None
+  byzantine_attack: str = "none"
+  byzantine_scale: Optional[float] = None
+  byzantine_sigma: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
 class ProcessConfig:
   """Everything `process.build_process` needs besides the task."""
 
@@ -102,6 +116,7 @@ class ProcessConfig:
   weighting: str = "num_examples"
   ah: Optional[AHConfig] = None
   fedex: Optional[FedExConfig] = None
+  robust: RobustConfig = dataclasses.field(default_factory=RobustConfig)
   seed: int = 0
 
   @property

@@ -60,10 +60,9 @@ def main(argv: list[str]) -> None:
   if config.process.ah is not None and config.process.ah.loss_source == "server":
     source = task.validation if task.validation is not None else task.train.create_tf_dataset_from_all_clients()
     server_val = evaluation.sample_examples(source, config.ah_val_examples, config.process.seed)
-  with tff_runtime():
+  with tff_runtime(addresses=config.workers):
     process = process_lib.build_process(
-        spec, config.process, rm_client_state=config.rm_client_state, aggregator=config.aggregator,
-        server_val=server_val)
+        spec, config.process, rm_client_state=config.rm_client_state, server_val=server_val)
     initial_theta = None
     if process.trainer.theta_in:
       theta0 = client_work.initial_theta(spec, config.process.seed)

@@ -100,8 +100,7 @@ def _fedex_client(config: ProcessConfig) -> client_work.FedExClient:
 
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   rm_client_state: str = "reset",
-                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
-                  aggregator: str = "mean") -> RobustProcess:
+                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None) -> RobustProcess:
   """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
 
   Args:
@@ -110,7 +109,6 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
       ``reset`` (fresh θ each round).
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
-    aggregator: see `aggregation.AGGREGATORS`.
   """
   ccfg, scfg = config.client, config.server
   w0 = initial_weights(spec.model_fn, config.seed)
@@ -122,7 +120,10 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   optimizer = server_opt.build_server_optimizer(
       scfg.opt, learning_rate=scfg.lr, momentum=scfg.momentum, beta1=scfg.beta1,
       beta2=scfg.beta2, tau=scfg.tau)
-  agg_process = aggregation.build_aggregator(aggregator).create(
+  rob = config.robust
+  agg_process = aggregation.build_aggregator(
+      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
+      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm).create(
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
 
@@ -135,7 +136,9 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   trainer = client_work.ClientTrainer(
       spec, ccfg, config.weighting, has_val=config.needs_client_val,
       theta_in=rm_client_state == "persist", seed=config.seed,
-      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx)
+      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx,
+      attack=(None if rob.byzantine_attack == "none"
+              else (rob.byzantine_attack, rob.byzantine_scale, rob.byzantine_sigma)))
 
   def server_loss(weights) -> tf.Tensor:
     """L(w) on the server-held validation set (seed 000 §3.3, first scheme)."""
@@ -204,12 +207,15 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   client_out_type = client_update.type_signature.result
   metrics_type = client_out_type["metrics"]
 
-  @tff.tensorflow.computation(state_type, hparams_type, agg_process.next.type_signature.result.result.member,
-                              metrics_type, agg_process.initialize.type_signature.result.member)
-  def server_update(state, hparams, mean_delta, sums, agg_state):
+  agg_result_type = agg_process.next.type_signature.result
+
+  @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
+                              metrics_type, agg_result_type.measurements.member)
+  def server_update(state, hparams, mean_delta, sums, measurements):
     """x_{t+1} = SERVEROPT(x_t, −Δ_t); skipped when no client update survived."""
     trainable = list(state["model"].trainable)
-    any_update = sums["num_clients"] - sums["nonfinite"] > 0
+    excluded = sums["nonfinite"] + tf.cast(measurements["nonfinite_count"], tf.float32)
+    any_update = sums["num_clients"] - excluded > 0
     pseudo_grad = [-d for d in mean_delta]
     opt_state, new_trainable = optimizer.next(state["opt"], trainable, pseudo_grad)
     new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
@@ -251,6 +257,8 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       for key, value in fx_metrics.items():
         metrics[f"fedex_{key}"] = tf.cast(value, tf.float32)
       metrics["fedex_theta_max"] = tf.reduce_max(theta)
+    for key, value in measurements.items():
+      metrics[f"agg_{key}"] = tf.cast(value, tf.float32)
     for key, value in ah_metrics.items():
       metrics[f"ah_{key}"] = tf.cast(value, tf.float32)
     if config.needs_client_val:
@@ -277,7 +285,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
     sums = tff.federated_sum(outputs.metrics)
     updated = tff.federated_map(
-        server_update, (core, hparams, agg_output.result, sums, agg_output.state))
+        server_update, (core, hparams, agg_output.result, sums, agg_output.measurements))
     new_core, metrics = updated[0], updated[1]
     new_state = tff.federated_zip(collections.OrderedDict(core=new_core, agg=agg_output.state))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics), outputs

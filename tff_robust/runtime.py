@@ -125,6 +125,7 @@ class Runtime:
     self._addresses = list(addresses)
     self._log_path = log_path
     self.context = None
+    self._previous = None
 
   def start(self) -> "Runtime":
     if self._addresses:
@@ -138,6 +139,7 @@ class Runtime:
       stub = _stub(f"localhost:{port}")
       self.context = sync_execution_context.SyncExecutionContext(
           executor_fn=_executor_factory(stub), **_context_kwargs())
+    self._previous = context_stack_impl.context_stack._stack[0]  # pylint: disable=protected-access
     context_stack_impl.context_stack.set_default_context(self.context)
     atexit.register(self.close)
     return self
@@ -147,11 +149,11 @@ class Runtime:
     return [p.pid for p in self._procs]
 
   def close(self) -> None:
-    """Drops the context and stops the workers this runtime started."""
+    """Puts back the previous context and stops the workers this runtime started."""
     if self.context is not None:
-      context_stack_impl.context_stack.set_default_context(
-          runtime_error_context.RuntimeErrorContext())
-      self.context = None
+      previous = self._previous or runtime_error_context.RuntimeErrorContext()
+      context_stack_impl.context_stack.set_default_context(previous)
+      self.context = self._previous = None
       gc.collect()
     for proc in self._procs:
       stop_process(proc)

@@ -1,0 +1,158 @@
+"""Faults: client dropout, byzantine clients vs robust aggregation, NaN updates, divergence guard,
+kill -9 and resume, a round split over two TFF workers."""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_robust import attacks, evaluation, loop, process
+from tff_robust.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
+from tff_robust.runtime import tff_runtime
+from tff_robust.workers import local_workers
+
+import test_loop
+import test_process
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build(aggregator="mean", attack="none", lr=0.1, **robust):
+  cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=4, batch_size=8),
+                      server=ServerConfig(opt="sgd", lr=1.0),
+                      robust=RobustConfig(aggregator=aggregator, byzantine_attack=attack,
+                                          byzantine_scale=5.0 if attack == "sign_flip" else None,
+                                          **robust), seed=3)
+  return process.build_process(test_process.SPEC, cfg)
+
+
+def attacked_inputs(clients, byzantine, round_num):
+  return [collections.OrderedDict(data=tf.data.Dataset.from_tensor_slices(c),
+                                  seed=np.array([round_num, i], np.int64), byzantine=np.bool_(b))
+          for i, (c, b) in enumerate(zip(clients, byzantine))]
+
+
+def accuracy(p, state, clients):
+  w = p.get_model_weights(state)
+  x = np.concatenate([c[0] for c in clients])
+  y = np.concatenate([c[1] for c in clients])
+  ev = evaluation.make_evaluator(test_process.model_fn, test_process.loss_fn, test_process.sparse_accuracy)
+  return ev(w.trainable, w.non_trainable, tf.data.Dataset.from_tensor_slices((x, y)).batch(256))["accuracy"]
+
+
+def train(p, clients, rounds, fraction):
+  state = p.initialize()
+  for t in range(1, rounds + 1):
+    byz = attacks.byzantine_mask(len(clients), fraction, (0, t))
+    state = p.next(state, attacked_inputs(clients, byz, t)).state
+  return state
+
+
+def test_sign_flip_degrades_mean_but_not_median_or_trimmed_mean(tff_rt):
+  clients = test_process.make_clients(sizes=(40,) * 10, seed=7)
+  clean_p = build(attack="sign_flip", lr=0.3)
+  clean = accuracy(clean_p, train(clean_p, clients, 25, 0.0), clients)
+  attacked = accuracy(clean_p, train(clean_p, clients, 25, 0.2), clients)
+  assert clean > 0.85
+  assert attacked < clean - 0.15  # 20 % of clients at −5Δ wreck the plain mean
+  for agg in ("median", "trimmed_mean"):
+    p = build(aggregator=agg, attack="sign_flip", lr=0.3)
+    robust = accuracy(p, train(p, clients, 25, 0.2), clients)
+    assert robust > clean - 0.05, agg
+
+
+def test_nan_updates_never_reach_the_model(tff_rt):
+  clients = test_process.make_clients(sizes=(30,) * 5, seed=8)
+  p = build(attack="nan")
+  state = p.initialize()
+  out = p.next(state, attacked_inputs(clients, [True, False, True, False, False], 1))
+  assert float(out.metrics["agg_nonfinite_count"]) == 2
+  honest = p.next(state, attacked_inputs([clients[i] for i in (1, 3, 4)], [False] * 3, 1))
+  for a, b in zip(p.get_model_weights(out.state).trainable, p.get_model_weights(honest.state).trainable):
+    assert np.all(np.isfinite(a))
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_dropout_and_skipped_rounds(tff_rt, tmp_path):
+  assert loop.surviving_clients(["a", "b"], 0.0, 1, 1) == ["a", "b"]
+  kept = [len(loop.surviving_clients([str(i) for i in range(1000)], 0.3, 1, r)) for r in range(3)]
+  assert all(650 < k < 750 for k in kept)
+  task = test_loop._task()
+  spec = test_process.client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                                            task.train.element_type_structure)
+  p = process.build_process(spec, ProcessConfig(client=ClientConfig(local_steps=2, batch_size=8)))
+  cfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=3, clients_per_round=3, seed=1,
+                        client_dropout_rate=0.999)
+  driver = loop.TrainingLoop(p, task, cfg)
+  driver.run()
+  assert [h["skipped_round"] for h in driver.history] == [1.0, 1.0, 1.0]
+  for a, b in zip(p.get_model_weights(driver.state).trainable,
+                  p.get_model_weights(p.initialize()).trainable):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_divergence_guard_rejects_exploding_rounds(tff_rt, tmp_path):
+  task = test_loop._task()
+  spec = test_process.client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                                            task.train.element_type_structure)
+  # Finite client updates, but a server step 10^4 times too large: the loss explodes.
+  p = process.build_process(spec, ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8),
+                                                server=ServerConfig(opt="sgd", lr=1e4)))
+  cfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=2, clients_per_round=3, seed=1,
+                        divergence_factor=2.0)
+  driver = loop.TrainingLoop(p, task, cfg)
+  driver.run()
+  assert [h["rejected_round"] for h in driver.history] == [1.0, 1.0]
+  for a, b in zip(p.get_model_weights(driver.state).trainable,
+                  p.get_model_weights(p.initialize()).trainable):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_two_workers_equal_the_local_runtime(tff_rt):
+  clients = test_process.make_clients(sizes=(30, 40, 50, 20), seed=9)
+  q = process.build_process(test_process.SPEC, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=4, batch_size=8),
+      robust=RobustConfig(aggregator="median"), seed=3))
+  data = test_process.datasets(clients)
+  local = q.next(q.initialize(), data)
+  with local_workers(2) as addresses, tff_runtime(addresses=addresses):
+    remote = q.next(q.initialize(), data)
+  for a, b in zip(q.get_model_weights(local.state).trainable, q.get_model_weights(remote.state).trainable):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def _main(out, *extra):
+  return [sys.executable, "-m", "tff_robust.main", "--task=synthetic", "--rounds=6",
+          "--rounds_per_checkpoint=2", "--rounds_per_eval=3", "--local_steps=3", "--batch_size=16",
+          "--client_fraction=0.5", "--server_opt=adam", "--server_lr=0.01", f"--root_output_dir={out}",
+          "--experiment_name=e", *extra]
+
+
+def test_kill_9_and_resume_equals_uninterrupted(tmp_path):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  full = subprocess.run(_main(tmp_path / "full"), cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=600)
+  assert full.returncode == 0, full.stderr[-2000:]
+  proc = subprocess.Popen(_main(tmp_path / "killed"), cwd=ROOT, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  ckpt = tmp_path / "killed" / "e" / "checkpoints"
+  deadline = time.time() + 600
+  while time.time() < deadline and not (ckpt.exists() and any(
+      n == "program_state_4" for n in os.listdir(ckpt))):
+    time.sleep(0.05)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  again = subprocess.run(_main(tmp_path / "killed"), cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Resumed from the checkpoint of round" in again.stdout + again.stderr
+  a = json.loads((tmp_path / "full" / "e" / "final_metrics.json").read_text())
+  b = json.loads((tmp_path / "killed" / "e" / "final_metrics.json").read_text())
+  assert a == b
