@@ -7,6 +7,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 
+def pytest_sessionfinish(session, exitstatus):
+  """Drops TFF's import-time context while modules are alive (no noise at exit)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  if "tensorflow_federated" in sys.modules:
+    from tff_robust.runtime import disown_default_context  # pylint: disable=g-import-not-at-top
+    disown_default_context()
+
+
 @pytest.fixture(scope="session")
 def tff_rt():
   """A TFF execution context with a worker this test session owns and stops."""

@@ -129,7 +129,7 @@ def test_two_workers_equal_the_local_runtime(tff_rt):
 
 
 def _main(out, *extra):
-  return [sys.executable, "-m", "tff_robust.main", "--task=synthetic", "--rounds=6",
+  return [sys.executable, "-m", "tff_robust.main", "--task=synthetic", "--rounds=4",
           "--rounds_per_checkpoint=2", "--rounds_per_eval=3", "--local_steps=3", "--batch_size=16",
           "--client_fraction=0.5", "--server_opt=adam", "--server_lr=0.01", f"--root_output_dir={out}",
           "--experiment_name=e", *extra]
@@ -145,7 +145,7 @@ def test_kill_9_and_resume_equals_uninterrupted(tmp_path):
   ckpt = tmp_path / "killed" / "e" / "checkpoints"
   deadline = time.time() + 600
   while time.time() < deadline and not (ckpt.exists() and any(
-      n == "program_state_4" for n in os.listdir(ckpt))):
+      n == "program_state_2" for n in os.listdir(ckpt))):
     time.sleep(0.05)
   os.kill(proc.pid, signal.SIGKILL)
   proc.wait()

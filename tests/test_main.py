@@ -58,8 +58,10 @@ def test_flags_map_to_config():
 
 
 def _workers() -> set[int]:
-  out = subprocess.run(["ps", "-eo", "pid=,comm="], capture_output=True, text=True).stdout
-  return {int(line.split()[0]) for line in out.splitlines() if "worker_binar" in line}
+  """Orphaned TFF workers (their parent is gone): what a run must never leave behind."""
+  out = subprocess.run(["ps", "-eo", "pid=,ppid=,comm="], capture_output=True, text=True).stdout
+  rows = [line.split() for line in out.splitlines()]
+  return {int(r[0]) for r in rows if len(r) >= 3 and r[1] == "1" and "worker_binar" in r[2]}
 
 
 def run_main(*args, timeout=900):
