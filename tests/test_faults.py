@@ -24,11 +24,11 @@ import test_process
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(aggregator="mean", attack="none", lr=0.1, **robust):
+def build(aggregator="mean", attack="none", lr=0.1, scale=None, **robust):
   cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=4, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1.0),
                       robust=RobustConfig(aggregator=aggregator, byzantine_attack=attack,
-                                          byzantine_scale=5.0 if attack == "sign_flip" else None,
+                                          byzantine_scale=scale or (5.0 if attack == "sign_flip" else None),
                                           **robust), seed=3)
   return process.build_process(test_process.SPEC, cfg)
 
@@ -66,6 +66,16 @@ def test_sign_flip_degrades_mean_but_not_median_or_trimmed_mean(tff_rt):
     p = build(aggregator=agg, attack="sign_flip", lr=0.3)
     robust = accuracy(p, train(p, clients, 25, 0.2), clients)
     assert robust > clean - 0.05, agg
+
+
+@pytest.mark.parametrize("attack", ["scaled", "gaussian"])
+def test_other_attacks_degrade_the_plain_mean(tff_rt, attack):
+  clients = test_process.make_clients(sizes=(40,) * 10, seed=7)
+  p = build(attack=attack, lr=0.3, byzantine_sigma=3.0) if attack == "gaussian" else build(
+      attack=attack, lr=0.3, scale=50.0)
+  clean = accuracy(p, train(p, clients, 25, 0.0), clients)
+  attacked = accuracy(p, train(p, clients, 25, 0.2), clients)
+  assert attacked < clean - 0.1, (attack, clean, attacked)
 
 
 def test_nan_updates_never_reach_the_model(tff_rt):
