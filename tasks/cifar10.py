@@ -76,24 +76,17 @@ def load_tfds(data_dir: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 def validate_options(options: TaskOptions) -> None:
   """Checks resolved options that need no data."""
-  if options.num_clients > NUM_TRAIN:
-    raise ValueError(f"--num_clients={options.num_clients} is not valid for task 'cifar10': only "
-                     f"{NUM_TRAIN} training examples.")
-  if options.partition == "one_class" and options.num_clients < NUM_CLASSES:
-    raise ValueError(f"--num_clients={options.num_clients} is not valid for task 'cifar10' with "
-                     f"--partition='one_class': it needs at least {NUM_CLASSES} clients (one per class).")
+  partition_lib.check_num_clients(NAME, options.num_clients, options.partition, NUM_TRAIN, NUM_CLASSES)
 
 
 def build_task(options: TaskOptions) -> Task:
   """Builds CIFAR-10: partitioned train images, pooled test images, seed 000's CNN."""
   options = tasks.resolve_options(NAME, options)
   x_train, y_train, x_test, y_test = load_tfds(options.data_dir)
-  parts = partition_lib.partition(y_train, options.num_clients, options.partition,
-                                  alpha=options.dirichlet_alpha, seed=options.seed)
-  train = partition_lib.client_data_from_arrays(x_train, y_train, parts, _scale)
+  train, partition_desc = partition_lib.partitioned_client_data(
+      x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
+      seed=options.seed, preprocess=_scale)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(_scale)
-  partition_desc = options.partition + (f"(alpha={options.dirichlet_alpha:g})"
-                                        if options.partition == "dirichlet" else "")
   return Task(
       name=NAME,
       train=train,

@@ -28,7 +28,6 @@ The test set is every test client's data pooled (10,000 images).
 from __future__ import annotations
 
 import functools
-import os
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -36,8 +35,8 @@ from tensorflow_federated.python.simulation.baselines.cifar100 import image_clas
 from tensorflow_federated.python.simulation.models import resnet_models
 
 import tasks
-from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
-from tasks.emnist_cr import select_clients
+from tasks import tff_sqlite
+from tasks.base import Task, TaskOptions, sparse_accuracy
 
 NAME = "cifar100"
 DATA_SOURCES = ("tff",)
@@ -51,8 +50,7 @@ SQLITE_NAME = "cifar100.sqlite"  # What TFF's loader decompresses cifar100.sqlit
 
 def sqlite_path(data_dir: str | None) -> str:
   """Where TFF's loader looks for the CIFAR-100 database for cache dir ``data_dir``."""
-  cache_dir = data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
-  return os.path.join(cache_dir, SQLITE_NAME)
+  return tff_sqlite.sqlite_path(data_dir, SQLITE_NAME)
 
 
 def create_resnet18() -> tf.keras.Model:
@@ -79,35 +77,23 @@ def _preprocess(dataset: tf.data.Dataset, distort: bool) -> tf.data.Dataset:
 def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData,
                                                       tff.simulation.datasets.ClientData]:
   """TFF's ``(train, test)`` CIFAR-100 ClientData from an existing file; never downloads."""
-  path = sqlite_path(data_dir)
-  if not os.path.isfile(path):
-    raise DataMissingError(
-        f"Federated CIFAR-100 is not on disk: expected the file {path}. On a machine with network run "
-        f"`tff.simulation.datasets.cifar100.load_data(cache_dir={os.path.dirname(path)!r})` once (it "
-        f"downloads and decompresses cifar100.sqlite.lzma there) and copy {SQLITE_NAME} to "
-        f"{os.path.dirname(path)}, or pass --data_dir pointing at the directory that holds it.")
-  return tff.simulation.datasets.cifar100.load_data(cache_dir=os.path.dirname(path))
+  return tff_sqlite.load(sqlite_path(data_dir), "Federated CIFAR-100", "cifar100")
 
 
 def build_task(options: TaskOptions) -> Task:
   """Builds CIFAR-100 from TFF's on-disk federated CIFAR-100."""
   options = tasks.resolve_options(NAME, options)
-  raw_train, raw_test = load_client_data(options.data_dir)
-  num_all = len(raw_train.client_ids)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < num_all:
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
-  train = raw_train.preprocess(functools.partial(_preprocess, distort=True))
-  test = _preprocess(raw_test.create_tf_dataset_from_all_clients(seed=options.seed), distort=False)
+  data = tff_sqlite.train_and_pooled_test(
+      *load_client_data(options.data_dir), options.num_clients, options.seed,
+      functools.partial(_preprocess, distort=True), functools.partial(_preprocess, distort=False))
   return Task(
       name=NAME,
-      train=train,
-      test=test,
+      train=data.train,
+      test=data.test,
       model_fn=create_resnet18,
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=sparse_accuracy,
       num_classes=NUM_CLASSES,
-      info=(f"Federated CIFAR-100 from {sqlite_path(options.data_dir)}: {len(ids)} of "
-            f"{num_all} train clients, all test clients pooled; 24x24 crops; "
+      info=(f"Federated CIFAR-100 from {sqlite_path(options.data_dir)}: {data.num_train} of "
+            f"{data.num_all} train clients, all test clients pooled; 24x24 crops; "
             f"model resnet18 (group norm)."))

@@ -20,12 +20,12 @@ report the MSE.
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.emnist import emnist_models
 
 import tasks
 from tasks.base import Task, TaskOptions
-from tasks.emnist_cr import load_client_data, select_clients, sqlite_path
+from tasks import tff_sqlite
+from tasks.emnist_cr import load_client_data, sqlite_path
 
 NAME = "emnist_ae"
 DATA_SOURCES = ("tff",)
@@ -58,20 +58,16 @@ def to_autoencoder_pairs(dataset: tf.data.Dataset) -> tf.data.Dataset:
 def build_task(options: TaskOptions) -> Task:
   """Builds the EMNIST autoencoder task from TFF's on-disk federated EMNIST."""
   options = tasks.resolve_options(NAME, options)
-  raw_train, raw_test = load_client_data(options.data_dir)
-  num_all = len(raw_train.client_ids)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < num_all:
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
+  data = tff_sqlite.train_and_pooled_test(*load_client_data(options.data_dir), options.num_clients,
+                                          options.seed, to_autoencoder_pairs)
   return Task(
       name=NAME,
-      train=raw_train.preprocess(to_autoencoder_pairs),
-      test=to_autoencoder_pairs(raw_test.create_tf_dataset_from_all_clients(seed=options.seed)),
+      train=data.train,
+      test=data.test,
       model_fn=create_autoencoder,
       loss_fn=tf.keras.losses.MeanSquaredError,
       accuracy_fn=None,
       num_classes=None,
-      info=(f"Federated EMNIST autoencoder from {sqlite_path(options.data_dir)}: {len(ids)} of "
-            f"{num_all} writers for training, all writers' test data pooled; model autoencoder "
+      info=(f"Federated EMNIST autoencoder from {sqlite_path(options.data_dir)}: {data.num_train} of "
+            f"{data.num_all} writers for training, all writers' test data pooled; model autoencoder "
             f"(MSE, no accuracy)."))

@@ -22,14 +22,13 @@ in a softmax, so it is written here with a logits output.
 
 from __future__ import annotations
 
-import os
-
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 import tasks
-from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
+from tasks import tff_sqlite
+from tasks.base import Task, TaskOptions, sparse_accuracy
+from tasks.tff_sqlite import select_clients  # pylint: disable=unused-import  (public alias)
 
 NAME = "emnist_cr"
 DATA_SOURCES = ("tff",)
@@ -42,8 +41,7 @@ SQLITE_NAME = "emnist_all.sqlite"  # What TFF's loader decompresses emnist_all.s
 
 def sqlite_path(data_dir: str | None) -> str:
   """Where TFF's loader looks for the EMNIST database for cache dir ``data_dir``."""
-  cache_dir = data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
-  return os.path.join(cache_dir, SQLITE_NAME)
+  return tff_sqlite.sqlite_path(data_dir, SQLITE_NAME)
 
 
 def create_cnn() -> tf.keras.Sequential:
@@ -73,42 +71,21 @@ def _map_to_xy(dataset: tf.data.Dataset) -> tf.data.Dataset:
 def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData,
                                                       tff.simulation.datasets.ClientData]:
   """TFF's 62-class ``(train, test)`` EMNIST ClientData from an existing file; never downloads."""
-  path = sqlite_path(data_dir)
-  if not os.path.isfile(path):
-    raise DataMissingError(
-        f"Federated EMNIST is not on disk: expected the file {path}. On a machine with network run "
-        f"`tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir={os.path.dirname(path)!r})` "
-        f"once (it downloads and decompresses emnist_all.sqlite.lzma there) and copy {SQLITE_NAME} to "
-        f"{os.path.dirname(path)}, or pass --data_dir pointing at the directory that holds it.")
-  return tff.simulation.datasets.emnist.load_data(only_digits=False, cache_dir=os.path.dirname(path))
-
-
-def select_clients(client_ids: list[str], num_clients: int, seed: int) -> list[str]:
-  """All ids if ``num_clients`` is 0 or >= their number, else a seeded sample (sorted)."""
-  if num_clients == 0 or num_clients >= len(client_ids):
-    return list(client_ids)
-  rng = np.random.default_rng(seed)
-  pick = rng.choice(len(client_ids), size=num_clients, replace=False)
-  return sorted(client_ids[i] for i in pick)
+  return tff_sqlite.load(sqlite_path(data_dir), "Federated EMNIST", "emnist", only_digits=False)
 
 
 def build_task(options: TaskOptions) -> Task:
   """Builds EMNIST CR from TFF's on-disk federated EMNIST."""
   options = tasks.resolve_options(NAME, options)
-  raw_train, raw_test = load_client_data(options.data_dir)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < len(raw_train.client_ids):
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
-  train = raw_train.preprocess(_map_to_xy)
-  test = _map_to_xy(raw_test.create_tf_dataset_from_all_clients(seed=options.seed))
+  data = tff_sqlite.train_and_pooled_test(*load_client_data(options.data_dir), options.num_clients,
+                                          options.seed, _map_to_xy)
   return Task(
       name=NAME,
-      train=train,
-      test=test,
+      train=data.train,
+      test=data.test,
       model_fn=create_cnn,
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=sparse_accuracy,
       num_classes=NUM_CLASSES,
-      info=(f"Federated EMNIST (62 classes) from {sqlite_path(options.data_dir)}: {len(ids)} of "
-            f"{len(raw_test.client_ids)} writers for training, all writers' test data pooled; model cnn."))
+      info=(f"Federated EMNIST (62 classes) from {sqlite_path(options.data_dir)}: {data.num_train} of "
+            f"{data.num_test} writers for training, all writers' test data pooled; model cnn."))

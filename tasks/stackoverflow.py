@@ -25,15 +25,19 @@ next to itself.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import tarfile
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import tff_sqlite
 from tasks.base import DataMissingError
+from tasks.tff_sqlite import cache_dir
 
 SQLITE_NAME = "stackoverflow.sqlite"  # What TFF's loader decompresses stackoverflow.sqlite.lzma to.
 WORD_COUNT_NAME = "stackoverflow.word_count"
@@ -44,14 +48,9 @@ EVAL_CLIENTS = 1000
 EVAL_EXAMPLES_PER_CLIENT = 10
 
 
-def cache_dir(data_dir: str | None) -> str:
-  """The directory TFF's loaders use as ``cache_dir`` for ``data_dir``."""
-  return data_dir if data_dir else os.path.join(os.path.expanduser("~"), ".tff")
-
-
 def sqlite_path(data_dir: str | None) -> str:
   """Where TFF's loader looks for the Stack Overflow database."""
-  return os.path.join(cache_dir(data_dir), SQLITE_NAME)
+  return tff_sqlite.sqlite_path(data_dir, SQLITE_NAME)
 
 
 def _count_file_dirs(data_dir: str | None) -> list[str]:
@@ -110,15 +109,7 @@ def load_tag_vocab(data_dir: str | None, vocab_size: int) -> list[str]:
 
 def load_client_data(data_dir: str | None) -> tuple[tff.simulation.datasets.ClientData, ...]:
   """TFF's ``(train, heldout, test)`` Stack Overflow ClientData from an existing file; never downloads."""
-  path = sqlite_path(data_dir)
-  if not os.path.isfile(path):
-    raise DataMissingError(
-        f"Federated Stack Overflow is not on disk: expected the file {path}. On a machine with "
-        f"network run `tff.simulation.datasets.stackoverflow.load_data(cache_dir="
-        f"{os.path.dirname(path)!r})` once (it downloads and decompresses stackoverflow.sqlite.lzma "
-        f"there) and copy {SQLITE_NAME} to {os.path.dirname(path)}, or pass --data_dir pointing at the "
-        f"directory that holds it.")
-  return tff.simulation.datasets.stackoverflow.load_data(cache_dir=os.path.dirname(path))
+  return tff_sqlite.load(sqlite_path(data_dir), "Federated Stack Overflow", "stackoverflow")
 
 
 def eval_sample(client_data: tff.simulation.datasets.ClientData, seed: int,
@@ -135,3 +126,35 @@ def eval_sample(client_data: tff.simulation.datasets.ClientData, seed: int,
   chosen = tf.data.Dataset.from_tensor_slices(np.array([ids[i] for i in pick]))
   make = client_data.serializable_dataset_fn
   return chosen.flat_map(lambda cid: make(cid).take(examples_per_client))
+
+
+@dataclasses.dataclass(frozen=True)
+class Splits:
+  """Preprocessed Stack Overflow data of a task.
+
+  Attributes:
+    train: the ``train`` split's users, capped by ``--num_clients``.
+    test: `eval_sample` of the ``test`` split.
+    validation: `eval_sample` of the ``heldout`` split.
+    info: which file and how many users of each split, for `Task.info`.
+  """
+
+  train: tff.simulation.datasets.ClientData
+  test: tf.data.Dataset
+  validation: tf.data.Dataset
+  info: str
+
+
+def load_splits(data_dir: str | None, num_clients: int, seed: int,
+                preprocess: Callable[[tf.data.Dataset], tf.data.Dataset]) -> Splits:
+  """Train users (`tff_sqlite.select_client_data`), test and validation samples, all preprocessed."""
+  raw_train, raw_heldout, raw_test = load_client_data(data_dir)
+  num_all = len(raw_train.client_ids)
+  raw_train = tff_sqlite.select_client_data(raw_train, num_clients, seed)
+  return Splits(
+      train=raw_train.preprocess(preprocess),
+      test=preprocess(eval_sample(raw_test, seed)),
+      validation=preprocess(eval_sample(raw_heldout, seed)),
+      info=(f"{sqlite_path(data_dir)}: {len(raw_train.client_ids)} of {num_all} users for training; "
+            f"test/validation: <= {EVAL_EXAMPLES_PER_CLIENT} posts from each of <= {EVAL_CLIENTS} "
+            f"test/heldout users"))

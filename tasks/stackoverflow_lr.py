@@ -33,8 +33,8 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_p
 
 import tasks
 from tasks import stackoverflow as so
+from tasks import tff_sqlite
 from tasks.base import Task, TaskOptions
-from tasks.emnist_cr import select_clients
 
 NAME = "stackoverflow_lr"
 DATA_SOURCES = ("tff",)
@@ -66,13 +66,8 @@ def recall_at_5(y_true: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
 
 def make_preprocess(word_vocab: list[str], tag_vocab: list[str]):
   """TFF's baseline preprocessing, unbatched: posts -> ``(bag[words], tags[tags])`` float32."""
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
-  batch_fn = tag_prediction_preprocessing.create_preprocess_fn(spec, word_vocab, tag_vocab)
-
-  def preprocess(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    return batch_fn(dataset).unbatch()
-
-  return preprocess
+  return tff_sqlite.unbatched_baseline(tag_prediction_preprocessing.create_preprocess_fn,
+                                       word_vocab, tag_vocab)
 
 
 def build_task(options: TaskOptions) -> Task:
@@ -80,23 +75,16 @@ def build_task(options: TaskOptions) -> Task:
   options = tasks.resolve_options(NAME, options)
   word_vocab = so.load_word_vocab(options.data_dir, WORD_VOCAB_SIZE)
   tag_vocab = so.load_tag_vocab(options.data_dir, TAG_VOCAB_SIZE)
-  raw_train, raw_heldout, raw_test = so.load_client_data(options.data_dir)
-  num_all = len(raw_train.client_ids)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < num_all:
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
-  preprocess = make_preprocess(word_vocab, tag_vocab)
+  splits = so.load_splits(options.data_dir, options.num_clients, options.seed,
+                          make_preprocess(word_vocab, tag_vocab))
   return Task(
       name=NAME,
-      train=raw_train.preprocess(preprocess),
-      test=preprocess(so.eval_sample(raw_test, options.seed)),
-      validation=preprocess(so.eval_sample(raw_heldout, options.seed)),
+      train=splits.train,
+      test=splits.test,
+      validation=splits.validation,
       model_fn=lambda: create_logistic(len(word_vocab), len(tag_vocab)),
       loss_fn=lambda: tf.keras.losses.BinaryCrossentropy(from_logits=True),
       accuracy_fn=recall_at_5,
       num_classes=len(tag_vocab),
-      info=(f"Stack Overflow LR from {so.sqlite_path(options.data_dir)}: {len(ids)} of {num_all} "
-            f"users for training; test/validation: <= {so.EVAL_EXAMPLES_PER_CLIENT} posts from each "
-            f"of <= {so.EVAL_CLIENTS} test/heldout users; {len(word_vocab)} words -> "
+      info=(f"Stack Overflow LR from {splits.info}; {len(word_vocab)} words -> "
             f"{len(tag_vocab)} tags; model logistic; accuracy = recall@5."))

@@ -32,10 +32,10 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import word_
 from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing
 
 import tasks
-from tasks import stackoverflow as so
 from tasks import base
+from tasks import stackoverflow as so
+from tasks import tff_sqlite
 from tasks.base import Task, TaskOptions
-from tasks.emnist_cr import select_clients
 
 NAME = "stackoverflow_nwp"
 DATA_SOURCES = ("tff",)
@@ -71,37 +71,24 @@ def make_accuracy_fn(vocab_size: int = VOCAB_SIZE):
 
 def make_preprocess(vocab: list[str]):
   """TFF's baseline preprocessing, unbatched: posts -> ``(x[20], y[20])`` int64 pairs."""
-  spec = tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=1, shuffle_buffer_size=1)
-  batch_fn = word_prediction_preprocessing.create_preprocess_fn(
-      spec, vocab, sequence_length=SEQUENCE_LENGTH, num_out_of_vocab_buckets=NUM_OOV_BUCKETS)
-
-  def preprocess(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    return batch_fn(dataset).unbatch()
-
-  return preprocess
+  return tff_sqlite.unbatched_baseline(word_prediction_preprocessing.create_preprocess_fn, vocab,
+                                       sequence_length=SEQUENCE_LENGTH,
+                                       num_out_of_vocab_buckets=NUM_OOV_BUCKETS)
 
 
 def build_task(options: TaskOptions) -> Task:
   """Builds Stack Overflow NWP from TFF's on-disk Stack Overflow and word counts."""
   options = tasks.resolve_options(NAME, options)
   vocab = so.load_word_vocab(options.data_dir, VOCAB_SIZE)
-  raw_train, raw_heldout, raw_test = so.load_client_data(options.data_dir)
-  num_all = len(raw_train.client_ids)
-  ids = select_clients(list(raw_train.client_ids), options.num_clients, options.seed)
-  if len(ids) < num_all:
-    raw_train = tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
-        ids, raw_train.serializable_dataset_fn)
-  preprocess = make_preprocess(vocab)
+  splits = so.load_splits(options.data_dir, options.num_clients, options.seed, make_preprocess(vocab))
   return Task(
       name=NAME,
-      train=raw_train.preprocess(preprocess),
-      test=preprocess(so.eval_sample(raw_test, options.seed)),
-      validation=preprocess(so.eval_sample(raw_heldout, options.seed)),
+      train=splits.train,
+      test=splits.test,
+      validation=splits.validation,
       model_fn=lambda: create_lstm(len(vocab)),
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=make_accuracy_fn(len(vocab)),
       num_classes=extended_vocab_size(len(vocab)),
-      info=(f"Stack Overflow NWP from {so.sqlite_path(options.data_dir)}: {len(ids)} of {num_all} "
-            f"users for training; test/validation: <= {so.EVAL_EXAMPLES_PER_CLIENT} posts from each "
-            f"of <= {so.EVAL_CLIENTS} test/heldout users; {len(vocab)}-word vocabulary, sequences of "
+      info=(f"Stack Overflow NWP from {splits.info}; {len(vocab)}-word vocabulary, sequences of "
             f"{SEQUENCE_LENGTH}; model lstm (accuracy excludes pad/OOV/BOS/EOS targets)."))

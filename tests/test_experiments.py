@@ -17,6 +17,7 @@ import pytest
 from absl import flags
 
 from flags import definitions
+from procs import workers_with
 from tff_robust import experiments as ex
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -394,22 +395,6 @@ def test_cli_errors():
 
 
 # ---- one reduced table, end to end --------------------------------------------------------
-
-def workers_with(marker: str) -> list[int]:
-  """Live worker_binary processes whose environment holds ``marker`` (started by our runs)."""
-  found = []
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      with open(f"/proc/{pid}/comm") as f:
-        if not f.read().startswith("worker_binar"):
-          continue
-      with open(f"/proc/{pid}/environ", "rb") as f:
-        if marker.encode() in f.read():
-          found.append(int(pid))
-    except OSError:
-      continue
-  return found
-
 
 def test_reduced_table1_end_to_end(tmp_path):
   """Seed 000 Table 1, FA and FA+AH on non-iid clients at C = 1.0: 2 rounds, offline digits."""

@@ -15,6 +15,8 @@ import uuid
 
 import pytest
 
+from procs import workers_with
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "quickstart.ipynb")
 SHELL_LINE = re.compile(r"^(\s*)!(.*)$")
@@ -77,22 +79,6 @@ def test_notebook_structure():
   except ImportError:
     return
   nbformat.validate(nbformat.reads(json.dumps(nb), as_version=4))
-
-
-def workers_with(marker: str) -> list[int]:
-  """Live worker_binary processes whose environment holds ``marker`` (started by the notebook)."""
-  found = []
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      with open(f"/proc/{pid}/comm") as f:
-        if not f.read().startswith("worker_binar"):
-          continue
-      with open(f"/proc/{pid}/environ", "rb") as f:
-        if marker.encode() in f.read():
-          found.append(int(pid))
-    except OSError:
-      continue
-  return found
 
 
 def _has_nbclient() -> bool:
