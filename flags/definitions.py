@@ -16,9 +16,10 @@ import tasks
 from tasks.base import TaskOptions
 from tff_robust import aggregation
 from tff_robust import attacks
+from tff_robust import fedex
 from tff_robust import schedules
 from tff_robust import server_opt
-from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, ProcessConfig
+from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.config import RM_CLIENT_STATES, RobustConfig, ServerConfig, WEIGHTINGS
 from tff_robust.loop import LoopConfig
 
@@ -104,6 +105,22 @@ def define_flags() -> None:
                     "Where L_t comes from: a server-held validation set, or the clients' own data.")
   flags.DEFINE_integer("ah_val_examples", 500, "Size of the server validation set (loss source server).")
   flags.DEFINE_integer("ah_client_eval_batches", 2, "Batches each client evaluates (loss source clients).")
+  # FedEx (seed 002): a distribution θ over k client configurations, one sample per client.
+  flags.DEFINE_bool("fedex", False, "Tune client hyper-parameters with FedEx.")
+  flags.DEFINE_integer("fedex_k", 10, "Number of configurations k.")
+  flags.DEFINE_float("fedex_radius", 0.5, "Configurations are drawn within this fraction of each range.")
+  flags.DEFINE_enum("fedex_eta_schedule", "adaptive", ["constant", "invsqrt", "adaptive"],
+                    "Step size η_t: η0, η0/√t, or η0/‖∇̃‖∞.")
+  flags.DEFINE_float("fedex_eta0", None, "η0 (default √(2 ln k)).")
+  flags.DEFINE_float("fedex_discount", 0.9, "Discount γ of the baseline λ_t.")
+  flags.DEFINE_float("fedex_entropy_cutoff", None, "Below this entropy of θ use its most likely config.")
+  flags.DEFINE_bool("fedex_product_space", False, "One categorical per hyper-parameter.")
+  for name, default in (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
+                        ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"),
+                        ("local_epochs", "none"), ("local_steps", "none"),
+                        ("batch_size", "8,16,32,64,128")):
+    flags.DEFINE_string(f"fedex_{name}", default,
+                        f"FedEx search space of {name}: none, low:high[:log], or v1,v2,...")
   # Outputs.
   flags.DEFINE_string("root_output_dir", "/tmp/tff_robust", "Root of all outputs.")
   flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
@@ -137,6 +154,8 @@ def experiment_name(f=FLAGS) -> str:
     parts.append("wd")
   if f.ah:
     parts.append("ah")
+  if f.fedex:
+    parts.append("fedex")
   parts.append(f"s{f.seed}")
   return "_".join(parts)
 
@@ -212,12 +231,27 @@ def parse(f=FLAGS) -> RunConfig:
                   init_steps=f.ah_init_steps, init_std=f.ah_init_std, loss_source=f.ah_loss_source,
                   client_eval_batches=f.ah_client_eval_batches)
     ah.policy_config()  # validates grids, window, η_H, init
+  fedex_cfg = None
+  if f.fedex:
+    _check(not f.ah or f.fedex_learning_rate == "none", "fedex_learning_rate", f.fedex_learning_rate,
+           "--ah already tunes the learning rate: set it to none")
+    names = ("learning_rate", "momentum", "weight_decay", "prox_mu", "local_epochs", "local_steps",
+             "batch_size")
+    space = fedex.SearchSpace(**{n: fedex.parse_hparam(n, getattr(f, f"fedex_{n}")) for n in names})
+    options = fedex.FedExOptions(k=f.fedex_k, radius=f.fedex_radius, eta_schedule=f.fedex_eta_schedule,
+                                 eta0=f.fedex_eta0, discount=f.fedex_discount,
+                                 entropy_cutoff=f.fedex_entropy_cutoff,
+                                 product_space=f.fedex_product_space, seed=f.seed)
+    fedex_cfg = FedExConfig(space=space, options=options)
   robust = RobustConfig(aggregator=f.aggregator, trim_fraction=f.trim_fraction, clip_norm=f.clip_norm,
                         zeroing=f.zeroing, zeroing_norm=f.zeroing_norm,
                         byzantine_attack=f.byzantine_attack, byzantine_scale=f.byzantine_scale,
                         byzantine_sigma=f.byzantine_sigma)
   process = ProcessConfig(client=client, server=server, weighting=f.weighting, ah=ah, robust=robust,
-                          seed=f.seed)
+                          fedex=fedex_cfg, seed=f.seed)
+  if fedex_cfg is not None:
+    from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
+    process_lib.fedex_client(process)  # validates the space against the client configuration
   name = f.experiment_name or experiment_name(f)
   loop = LoopConfig(
       output_dir=os.path.join(f.root_output_dir, name), rounds=f.rounds,

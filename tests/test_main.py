@@ -35,6 +35,11 @@ def parse(*args):
     (["--local_steps=0"], r"--local_epochs=0 is not valid: must be ≥ 1 when --local_steps=0"),
     (["--server_opt=sgd", "--server_momentum=0.5"], r"--server_momentum.*sgdm"),
     (["--num_clients=3"], r"--num_clients=3.*at least 10"),
+    (["--fedex", "--ah"], r"--fedex_learning_rate=.*--ah already tunes the learning rate"),
+    (["--fedex", "--fedex_momentum=abc"], r"--fedex_momentum='abc' is not understood"),
+    (["--fedex", "--fedex_local_epochs=1,2"], r"FedEx tunes local_epochs but --local_steps > 0"),
+    (["--aggregator=mode"], r"--aggregator='mode'.*median.*trimmed_mean"),
+    (["--byzantine_fraction=0.2"], r"--byzantine_fraction=0.2 is not valid: needs --byzantine_attack"),
 ])
 def test_bad_flags_name_flag_value_and_choices(args, pattern):
   with pytest.raises(ValueError, match=pattern):

@@ -64,7 +64,7 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.client_input_type = trainer.input_type()
 
 
-def _fedex_client(config: ProcessConfig) -> client_work.FedExClient:
+def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
   """The k FedEx configurations, drawn around the centre (seed 002)."""
   fc, ccfg = config.fedex, config.client
   space = fc.space or fedex_lib.SearchSpace()
@@ -132,7 +132,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   client_loss = ah is not None and ah.loss_source == "clients"
   if ah is not None and ah.loss_source == "server" and server_val is None:
     raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
-  fx = _fedex_client(config) if config.fedex is not None else None
+  fx = fedex_client(config) if config.fedex is not None else None
   trainer = client_work.ClientTrainer(
       spec, ccfg, config.weighting, has_val=config.needs_client_val,
       theta_in=rm_client_state == "persist", seed=config.seed,
