@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Optional
 
@@ -125,8 +126,15 @@ class ClientTrainer:
     if fedex is not None:
       self.has_val = True
 
+  @functools.cached_property
+  def _input_type(self):
+    return self._build_input_type()
+
   def input_type(self):
-    """The client-placed input: a dataset, or a struct (data, val, theta)."""
+    """The client-placed input: a dataset, or a struct (data, val, seed, theta, byzantine)."""
+    return self._input_type
+
+  def _build_input_type(self):
     seq = tff.SequenceType(tff.types.tensorflow_to_type(self.spec.element_spec))
     if not self.structured_input:
       return seq
