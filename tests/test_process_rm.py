@@ -115,8 +115,8 @@ def test_loop_persists_theta_by_client_id(tff_rt, tmp_path):
   original_input = driver.client_input
   received = {}
 
-  def spy_input(cid, round_num, index):
-    out = original_input(cid, round_num, index)
+  def spy_input(cid, round_num, *args):
+    out = original_input(cid, round_num, *args)
     received.setdefault(cid, []).append(([np.array(t) for t in out["theta"]], round_num))
     return out
 
