@@ -196,8 +196,7 @@ class TrainingLoop:
     or exceeds ``divergence_factor`` × the last accepted model's."""
     if self.config.divergence_factor <= 0:
       return False
-    weights = self.process.get_model_weights(new_state)
-    loss = self._evaluate(weights.trainable, weights.non_trainable, self._guard_data)["loss"]
+    loss = self._metrics_of(new_state, self._guard_data)["loss"]
     metrics["guard_loss"] = loss
     if not np.isfinite(loss) or (self._guard_loss is not None
                                  and loss > self.config.divergence_factor * self._guard_loss):
@@ -205,10 +204,12 @@ class TrainingLoop:
     self._guard_loss = loss
     return False
 
-  def evaluate(self, state) -> dict[str, float]:
+  def _metrics_of(self, state, dataset: tf.data.Dataset) -> dict[str, float]:
     weights = self.process.get_model_weights(state)
-    return {f"test_{k}": v for k, v in self._evaluate(weights.trainable, weights.non_trainable,
-                                                       self._test).items()}
+    return self._evaluate(weights.trainable, weights.non_trainable, dataset)
+
+  def evaluate(self, state) -> dict[str, float]:
+    return {f"test_{k}": v for k, v in self._metrics_of(state, self._test).items()}
 
   # ---- checkpoints -------------------------------------------------------------------
   def _save(self, state, round_num: int) -> None:
@@ -234,8 +235,7 @@ class TrainingLoop:
     cfg = self.config
     state, start = self._restore(self.process.initialize())
     if cfg.divergence_factor > 0:
-      weights = self.process.get_model_weights(state)
-      self._guard_loss = self._evaluate(weights.trainable, weights.non_trainable, self._guard_data)["loss"]
+      self._guard_loss = self._metrics_of(state, self._guard_data)["loss"]
     per_round = num_sampled(len(self.client_ids), cfg.clients_per_round, cfg.client_fraction)
     final: dict[str, float] = {}
     for round_num in range(start + 1, cfg.rounds + 1):
@@ -276,8 +276,6 @@ class TrainingLoop:
       if round_num % cfg.rounds_per_checkpoint == 0 or round_num == cfg.rounds:
         self._save(state, round_num)
       final = metrics
-    if start >= cfg.rounds:
-      final = self.evaluate(state)
     self.state = state
     result = {k: v for k, v in final.items() if k.startswith("test_")}
     if not result:
