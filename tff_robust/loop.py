@@ -99,6 +99,10 @@ def split_validation(dataset: tf.data.Dataset, every: int) -> tuple[tf.data.Data
   return train, val
 
 
+class CheckpointMismatchError(ValueError):
+  """The output directory holds a checkpoint of a differently configured process."""
+
+
 class ReleaseManagers:
   """Metrics to CSV and TensorBoard (`tff.program`) and to the log."""
 
@@ -145,8 +149,9 @@ class TrainingLoop:
     self.trainer = process.trainer
     os.makedirs(config.output_dir, exist_ok=True)
     self.releases = ReleaseManagers(config.output_dir)
+    self.checkpoint_dir = os.path.join(config.output_dir, "checkpoints")
     self.checkpoints = tff.program.FileProgramStateManager(
-        root_dir=os.path.join(config.output_dir, "checkpoints"), keep_total=3, keep_first=False)
+        root_dir=self.checkpoint_dir, keep_total=3, keep_first=False)
     self.theta_store = None
     if self.trainer.theta_in:
       if initial_theta_fn is None:
@@ -222,7 +227,13 @@ class TrainingLoop:
     if not versions:
       return initial_state, 0
     latest = max(versions)
-    saved = run_sync(self.checkpoints.load(latest, {"state": initial_state, "round": np.int32(0)}))
+    try:
+      saved = run_sync(self.checkpoints.load(latest, {"state": initial_state, "round": np.int32(0)}))
+    except (ValueError, TypeError) as e:
+      raise CheckpointMismatchError(
+          f"the checkpoint in {self.checkpoint_dir} was written by a run with a different "
+          f"configuration (its state does not fit this process: {str(e).splitlines()[0][:200]}); "
+          "use another --experiment_name or --root_output_dir, or delete that directory") from None
     round_num = int(saved["round"])
     if self.theta_store is not None:
       self.theta_store.restore(round_num)

@@ -68,7 +68,10 @@ def main(argv: list[str]) -> None:
       theta0 = client_work.initial_theta(spec, config.process.seed)
       initial_theta = lambda cid: theta0  # noqa: E731
     training = loop_lib.TrainingLoop(process, task, config.loop, initial_theta_fn=initial_theta)
-    result = training.run()
+    try:
+      result = training.run()
+    except loop_lib.CheckpointMismatchError as e:
+      _fail(str(e))
   print("final " + json.dumps(result, sort_keys=True), flush=True)
 
 
