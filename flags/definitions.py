@@ -68,6 +68,7 @@ def define_flags() -> None:
   flags.DEFINE_float("server_beta1", 0.9, "β1 of FedAdagrad/FedAdam/FedYogi.")
   flags.DEFINE_float("server_beta2", 0.99, "β2 of FedAdam/FedYogi.")
   flags.DEFINE_float("server_tau", 1e-3, "τ (adaptivity) of FedAdagrad/FedAdam/FedYogi.")
+  flags.DEFINE_float("server_lr_decay", 1.0, "Server lr decay γ per round: η_t = η γ^t (1 = constant).")
   flags.DEFINE_string("aggregator", "mean", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
   flags.DEFINE_float("trim_fraction", 0.2, "trimmed_mean: fraction dropped at each end per coordinate.")
   flags.DEFINE_float("clip_norm", None, "norm_clip: fixed L2 norm (default: adaptive, 0.8-quantile).")
@@ -204,8 +205,10 @@ def parse(f=FLAGS) -> RunConfig:
   momentum = f.server_momentum
   if momentum is None:
     momentum = 0.9 if f.server_opt == "sgdm" else 0.0
+  _check(0 < f.server_lr_decay <= 1, "server_lr_decay", f.server_lr_decay, "must be in (0, 1]")
   server = ServerConfig(opt=f.server_opt, lr=f.server_lr, momentum=momentum,
-                        beta1=f.server_beta1, beta2=f.server_beta2, tau=f.server_tau)
+                        beta1=f.server_beta1, beta2=f.server_beta2, tau=f.server_tau,
+                        lr_decay=f.server_lr_decay)
   server_opt.build_server_optimizer(server.opt, learning_rate=server.lr, momentum=server.momentum,
                                     beta1=server.beta1, beta2=server.beta2, tau=server.tau)
   client = ClientConfig(

@@ -164,3 +164,21 @@ def test_val_accuracy_weighting_uses_client_validation(tff_rt):
   for got, w, d in zip(p.get_model_weights(out.state).trainable, w0, expected):
     np.testing.assert_allclose(got, w + d, atol=2e-5)
   assert float(out.metrics["client_val_accuracy"]) == pytest.approx(np.mean(accs), abs=1e-6)
+
+
+@pytest.mark.parametrize("opt,server", [("sgd", {}), ("sgdm", {"momentum": 0.5})])
+def test_server_lr_decays_per_round(tff_rt, opt, server):
+  """η_t = η γ^t: FedAvg(M) rounds 0, 1, 2 step with 0.8, 0.8·0.5, 0.8·0.25 (seed 002's arms)."""
+  clients = make_clients(sizes=(30, 50))
+  p = build(opt=opt, lr=0.8, lr_decay=0.5, **server)
+  state = p.initialize()
+  momentum = server.get("momentum", 0.0)
+  m = None
+  for t in range(3):
+    w = [np.asarray(v) for v in p.get_model_weights(state).trainable]
+    state = p.next(state, datasets(clients)).state
+    deltas = [manual_client_delta(w, x, y, 0.1, 4, 8) for x, y in clients]
+    mean = weighted_mean(deltas, [30, 50])
+    m = mean if m is None else [momentum * a + d for a, d in zip(m, mean)]
+    for got, w_t, m_t in zip(p.get_model_weights(state).trainable, w, m):
+      np.testing.assert_allclose(got, w_t + 0.8 * 0.5**t * m_t, atol=3e-5, rtol=1e-4)

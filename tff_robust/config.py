@@ -45,6 +45,7 @@ class ServerConfig:
   beta1: float = 0.9
   beta2: float = 0.99
   tau: float = 1e-3
+  lr_decay: float = 1.0  # eta_t = lr * lr_decay^t (t = completed rounds); 1 = constant
 
 
 @dataclasses.dataclass(frozen=True)

@@ -217,7 +217,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     excluded = sums["nonfinite"] + tf.cast(measurements["nonfinite_count"], tf.float32)
     any_update = sums["num_clients"] - excluded > 0
     pseudo_grad = [-d for d in mean_delta]
-    opt_state, new_trainable = optimizer.next(state["opt"], trainable, pseudo_grad)
+    opt_in = state["opt"]
+    if scfg.lr_decay != 1.0:  # eta_t = eta gamma^t, the per-round server lr decay (seed 002's arms)
+      opt_in = collections.OrderedDict(opt_in)
+      opt_in[server_opt.LEARNING_RATE_KEY] = tf.constant(scfg.lr, tf.float32) * tf.pow(
+          tf.constant(scfg.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
+    opt_state, new_trainable = optimizer.next(opt_in, trainable, pseudo_grad)
     new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
     opt_state = tf.nest.map_structure(lambda n, o: tf.where(any_update, n, o), opt_state, state["opt"])
     new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
