@@ -294,3 +294,26 @@ class TrainingLoop:
     with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
       json.dump(result, f, indent=2, sort_keys=True)
     return result
+
+
+def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
+                        rm_client_state: str = "reset", ah_val_examples: int = 500) -> TrainingLoop:
+  """The process of ``process_config`` over ``task`` and its driver (what `main` runs).
+
+  Call inside a TFF execution context (`tff_robust.runtime.tff_runtime`).
+  """
+  from tff_robust import client_work  # pylint: disable=g-import-not-at-top
+  from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  server_val = None
+  if process_config.ah is not None and process_config.ah.loss_source == "server":
+    source = task.validation if task.validation is not None else task.train.create_tf_dataset_from_all_clients()
+    server_val = evaluation.sample_examples(source, ah_val_examples, process_config.seed)
+  process = process_lib.build_process(spec, process_config, rm_client_state=rm_client_state,
+                                      server_val=server_val)
+  initial_theta = None
+  if process.trainer.theta_in:
+    theta0 = client_work.initial_theta(spec, process_config.seed)
+    initial_theta = lambda cid: theta0  # noqa: E731
+  return TrainingLoop(process, task, loop_config, initial_theta_fn=initial_theta)

@@ -43,31 +43,18 @@ def main(argv: list[str]) -> None:
     _fail(str(e))
 
   # Heavy imports only after the flags are known to be good.
-  from tff_robust import client_work  # pylint: disable=g-import-not-at-top
-  from tff_robust import evaluation  # pylint: disable=g-import-not-at-top
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime import tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "hparams.cfg"), "w") as f:
     f.write(FLAGS.flags_into_string())
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                               task.train.element_type_structure)
   print(f"task {task.name}: {len(task.train.client_ids)} clients; outputs in {out}", flush=True)
-  server_val = None
-  if config.process.ah is not None and config.process.ah.loss_source == "server":
-    source = task.validation if task.validation is not None else task.train.create_tf_dataset_from_all_clients()
-    server_val = evaluation.sample_examples(source, config.ah_val_examples, config.process.seed)
   with tff_runtime(addresses=config.workers):
-    process = process_lib.build_process(
-        spec, config.process, rm_client_state=config.rm_client_state, server_val=server_val)
-    initial_theta = None
-    if process.trainer.theta_in:
-      theta0 = client_work.initial_theta(spec, config.process.seed)
-      initial_theta = lambda cid: theta0  # noqa: E731
-    training = loop_lib.TrainingLoop(process, task, config.loop, initial_theta_fn=initial_theta)
+    training = loop_lib.build_training_loop(task, config.process, config.loop,
+                                            rm_client_state=config.rm_client_state,
+                                            ah_val_examples=config.ah_val_examples)
     try:
       result = training.run()
     except loop_lib.CheckpointMismatchError as e:
