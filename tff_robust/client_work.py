@@ -179,6 +179,24 @@ class ClientTrainer:
 
     return client_update
 
+  def local_trainer(self) -> Callable[..., collections.OrderedDict]:
+    """The client's local training outside TFF: ``fn(broadcast, data, val, theta, seed)`` returns
+    what a client would send (``delta``, ``weight``, ``metrics``). Models are built once; wrap the
+    call in a ``tf.function`` to trace it once (used for seed 002's "refine" evaluation)."""
+    spec = self.spec
+    model = spec.model_fn()
+    frozen = spec.model_fn() if self.uses_rm else None
+    matcher = _build_matcher(model, self.seed) if self.uses_rm else None
+    loss_fn = spec.loss_fn()
+    velocity = self._velocity(model, matcher)
+
+    def fn(broadcast, data, val=None, theta=None, seed=None):
+      honest = tf.constant(False) if self.attack is not None else None
+      return self._update(model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed, honest,
+                          velocity)
+
+    return fn
+
   def _hparams(self, broadcast, seed):
     """The client's SGD hyper-parameters as tensors: the round's lr and steps and the
     config's other values, overridden by the client's FedEx configuration c ~ θ."""
@@ -197,8 +215,15 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
+  def _velocity(self, model, matcher) -> list[tf.Variable]:
+    """Heavy-ball buffers, one per trained variable (only when FedEx tunes momentum)."""
+    if self.fedex is None or not self.fedex.tunes("momentum"):
+      return []
+    train_vars = model.trainable_variables + (matcher.theta if matcher else [])
+    return [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in train_vars]
+
   def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed,
-              byzantine=None):
+              byzantine=None, velocity=None):
     cfg = self.config
     acc_fn = self.spec.accuracy_fn
     weights = broadcast["model"]
@@ -208,8 +233,8 @@ class ClientTrainer:
     uses_decay = self.fedex is not None and self.fedex.tunes("weight_decay")
     uses_prox = cfg.wd_mu > 0 or (self.fedex is not None and self.fedex.tunes("prox_mu"))
     train_vars = model.trainable_variables + (matcher.theta if matcher else [])
-    velocity = ([tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in train_vars]
-                if uses_momentum else [])
+    if velocity is None:
+      velocity = self._velocity(model, matcher)
 
     @tf.function
     def run(data, val, theta):
