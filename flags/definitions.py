@@ -161,6 +161,20 @@ def experiment_name(f=FLAGS) -> str:
   return "_".join(parts)
 
 
+def fedex_config(f=FLAGS) -> FedExConfig:
+  """FedEx's search space and options from the ``--fedex_*`` flags."""
+  _check(not f.ah or f.fedex_learning_rate == "none", "fedex_learning_rate", f.fedex_learning_rate,
+         "--ah already tunes the learning rate: set it to none")
+  names = ("learning_rate", "momentum", "weight_decay", "prox_mu", "local_epochs", "local_steps",
+           "batch_size")
+  space = fedex.SearchSpace(**{n: fedex.parse_hparam(n, getattr(f, f"fedex_{n}")) for n in names})
+  options = fedex.FedExOptions(k=f.fedex_k, radius=f.fedex_radius, eta_schedule=f.fedex_eta_schedule,
+                               eta0=f.fedex_eta0, discount=f.fedex_discount,
+                               entropy_cutoff=f.fedex_entropy_cutoff,
+                               product_space=f.fedex_product_space, seed=f.seed)
+  return FedExConfig(space=space, options=options)
+
+
 def parse(f=FLAGS) -> RunConfig:
   """Validates every flag and returns the configs; raises ValueError naming flag, value, choices."""
   _check(f.rounds >= 1, "rounds", f.rounds, "must be ≥ 1")
@@ -234,18 +248,7 @@ def parse(f=FLAGS) -> RunConfig:
                   init_steps=f.ah_init_steps, init_std=f.ah_init_std, loss_source=f.ah_loss_source,
                   client_eval_batches=f.ah_client_eval_batches)
     ah.policy_config()  # validates grids, window, η_H, init
-  fedex_cfg = None
-  if f.fedex:
-    _check(not f.ah or f.fedex_learning_rate == "none", "fedex_learning_rate", f.fedex_learning_rate,
-           "--ah already tunes the learning rate: set it to none")
-    names = ("learning_rate", "momentum", "weight_decay", "prox_mu", "local_epochs", "local_steps",
-             "batch_size")
-    space = fedex.SearchSpace(**{n: fedex.parse_hparam(n, getattr(f, f"fedex_{n}")) for n in names})
-    options = fedex.FedExOptions(k=f.fedex_k, radius=f.fedex_radius, eta_schedule=f.fedex_eta_schedule,
-                                 eta0=f.fedex_eta0, discount=f.fedex_discount,
-                                 entropy_cutoff=f.fedex_entropy_cutoff,
-                                 product_space=f.fedex_product_space, seed=f.seed)
-    fedex_cfg = FedExConfig(space=space, options=options)
+  fedex_cfg = fedex_config(f) if f.fedex else None
   robust = RobustConfig(aggregator=f.aggregator, trim_fraction=f.trim_fraction, clip_norm=f.clip_norm,
                         zeroing=f.zeroing, zeroing_norm=f.zeroing_norm,
                         byzantine_attack=f.byzantine_attack, byzantine_scale=f.byzantine_scale,
@@ -265,3 +268,75 @@ def parse(f=FLAGS) -> RunConfig:
   return RunConfig(task=f.task, task_options=task_options, process=process, loop=loop,
                    rm_client_state=f.rm_client_state, ah_val_examples=f.ah_val_examples,
                    workers=tuple(f.workers))
+
+
+# ---- `python -m tff_robust.tune` ---------------------------------------------------------
+
+
+def define_tune_flags() -> None:
+  """`define_flags` plus the tuning study's flags (idempotent)."""
+  define_flags()
+  if "tune_methods" in FLAGS:
+    return
+  from tff_robust import federated_eval  # pylint: disable=g-import-not-at-top
+  from tff_robust import study  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_list("tune_methods", list(study.METHODS), "Methods of the study: " + ", ".join(study.METHODS))
+  for name, default in (("server_lr", "0.1:10:log"), ("server_momentum", "0,0.9"),
+                        ("server_lr_decay", "0.95:1.0")):
+    flags.DEFINE_string(f"tune_{name}", default,
+                        f"Global search space of {name}: none (the run's flag), low:high[:log], v1,v2,...")
+  flags.DEFINE_integer("rs_arms", 3, "Random search: number of arms, each trained --rs_rounds rounds.")
+  flags.DEFINE_integer("rs_rounds", None, "Rounds of every RS arm (default --rounds).")
+  flags.DEFINE_integer("sha_arms", 9, "SHA: arms in the first rung.")
+  flags.DEFINE_integer("sha_eta", 3, "SHA: elimination rate η (the best 1/η of a rung go on).")
+  flags.DEFINE_integer("sha_min_rounds", None,
+                       "SHA: budget r of the first rung (default: the last rung gets --rounds).")
+  flags.DEFINE_integer("sha_max_rounds", None, "SHA: largest budget R (default --rounds).")
+  flags.DEFINE_integer("tune_test_every", 5, "Every N-th example of a client is its test data.")
+  flags.DEFINE_enum("tune_refine", "most_likely", list(federated_eval.REFINE_CONFIGS),
+                    "Refine with θ's most likely configuration or a sample of θ.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneConfig:
+  """Everything `tune` needs: the base run, the study and the arms' evaluation settings."""
+
+  run: RunConfig
+  study: object  # study.StudyConfig
+  fedex: Optional[FedExConfig]
+  test_every: int
+  refine: str
+
+
+def parse_tune(f=FLAGS) -> TuneConfig:
+  """Validates the run's and the study's flags; raises ValueError naming flag, value, choices."""
+  from tff_robust import study  # pylint: disable=g-import-not-at-top
+  run = parse(f)
+  methods = tuple(m.strip() for m in f.tune_methods if m.strip())
+  _check(bool(methods) and all(m in study.METHODS for m in methods), "tune_methods",
+         ",".join(f.tune_methods), "choose from " + ", ".join(study.METHODS) + " (comma-separated)")
+  space = study.GlobalSpace(**{n: study.parse_global(n, getattr(f, f"tune_{n}"))
+                               for n in study.GLOBAL_HPARAMS})
+  _check(f.tune_test_every >= 2, "tune_test_every", f.tune_test_every, "must be ≥ 2")
+  _check(f.sha_eta >= 2, "sha_eta", f.sha_eta, "must be an integer ≥ 2")
+  _check(f.sha_arms >= 1, "sha_arms", f.sha_arms, "must be ≥ 1")
+  max_rounds = f.sha_max_rounds or f.rounds
+  min_rounds = f.sha_min_rounds
+  if min_rounds is None:  # the last rung (one arm) trains max_rounds in total
+    levels = 0
+    while f.sha_arms // f.sha_eta ** (levels + 1) >= 1:
+      levels += 1
+    min_rounds = max(1, max_rounds // f.sha_eta ** levels)
+  name = f.experiment_name or f"tune_{f.task.replace(':', '_').replace('.', '_')}_s{f.seed}"
+  config = study.StudyConfig(
+      study_dir=os.path.join(f.root_output_dir, name), methods=methods, space=space,
+      rs_arms=f.rs_arms, rs_rounds=f.rs_rounds or f.rounds, sha_arms=f.sha_arms, sha_eta=f.sha_eta,
+      sha_min_rounds=min_rounds, sha_max_rounds=max_rounds, seed=f.seed)
+  fedex_cfg = None
+  if any(m.endswith("fedex") for m in methods):
+    fedex_cfg = fedex_config(f)
+    from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
+    process_lib.fedex_client(dataclasses.replace(run.process, fedex=fedex_cfg))
+  run = dataclasses.replace(run, process=dataclasses.replace(run.process, fedex=None))
+  return TuneConfig(run=run, study=config, fedex=fedex_cfg, test_every=f.tune_test_every,
+                    refine=f.tune_refine)
