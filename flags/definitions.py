@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from absl import flags
 
@@ -22,6 +22,9 @@ from tff_robust import server_opt
 from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.config import RM_CLIENT_STATES, RobustConfig, ServerConfig, WEIGHTINGS
 from tff_robust.loop import LoopConfig
+
+if TYPE_CHECKING:
+  from tff_robust.study import StudyConfig
 
 FLAGS = flags.FLAGS
 
@@ -302,7 +305,7 @@ class TuneConfig:
   """Everything `tune` needs: the base run, the study and the arms' evaluation settings."""
 
   run: RunConfig
-  study: object  # study.StudyConfig
+  study: "StudyConfig"
   fedex: Optional[FedExConfig]
   test_every: int
   refine: str

@@ -7,40 +7,20 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import json  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-import tasks  # noqa: E402
 from flags import definitions  # noqa: E402
-from tasks.base import DataMissingError  # noqa: E402
+from tff_robust import cli  # noqa: E402
 
 definitions.define_flags()
 FLAGS = flags.FLAGS
 
 
-def _fail(message: str) -> None:
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
-
-
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    _fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value)")
-  from tff_robust.runtime import disown_default_context  # pylint: disable=g-import-not-at-top
-  disown_default_context()
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
-  logging.getLogger("tff_robust").setLevel(logging.INFO)
-  try:
-    config = definitions.parse()
-    task = tasks.load_task(config.task, config.task_options)
-    if config.process.uses_rm:
-      from tff_robust import matching  # pylint: disable=g-import-not-at-top
-      matching.check_supported(task.model_fn())
-  except (ValueError, DataMissingError) as e:
-    _fail(str(e))
+  cli.start(argv)
+  config, task = cli.parse_and_load(definitions.parse, lambda c: c)
 
   # Heavy imports only after the flags are known to be good.
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
@@ -58,7 +38,7 @@ def main(argv: list[str]) -> None:
     try:
       result = training.run()
     except loop_lib.CheckpointMismatchError as e:
-      _fail(str(e))
+      cli.fail(str(e))
   print("final " + json.dumps(result, sort_keys=True), flush=True)
 
 
