@@ -22,6 +22,7 @@ class FakeRunner:
   def __init__(self, crash_after=None):
     self.trained: list[tuple[str, int, int]] = []
     self.evaluated: list[tuple[str, int, int]] = []
+    self.released: list[tuple[str, int, int]] = []
     self.crash_after = crash_after
 
   def train(self, arm, rounds):
@@ -33,6 +34,10 @@ class FakeRunner:
   def evaluate(self, arm, rounds):
     self.evaluated.append((arm.method, arm.number, rounds))
     return {"global_accuracy": 0.5, "global_loss": 1.0, "refine_accuracy": 0.75, "refine_loss": 0.5}
+
+  def release(self, arm):
+    assert not any(n == arm.number and m == arm.method for m, n, _ in self.released)
+    self.released.append((arm.method, arm.number, len(self.trained)))
 
 
 def config(tmp_path, **kw):
@@ -66,6 +71,12 @@ def test_sha_follows_its_schedule_and_promotes_the_best(tmp_path):
                                                 3: pytest.approx(arm_loss(params[best], 3)),
                                                 9: pytest.approx(arm_loss(params[best], 9))}
   assert runner.evaluated == [("sha", best, 9)]
+  # Each arm is released once, as soon as the rung it was last trained in ends.
+  assert sorted(n for _, n, _ in runner.released) == sorted(params)
+  for _, n, after in runner.released:
+    last_budget = max(r for _, m, r in runner.trained if m == n)
+    rung_end = 1 + max(i for i, (_, _, r) in enumerate(runner.trained) if r == last_budget)
+    assert after == rung_end
 
 
 def test_random_search_trains_every_arm_fully_and_picks_the_lowest_loss(tmp_path):

@@ -104,3 +104,6 @@ class FederatedArmRunner:
                       fedex_theta=theta, how=self.refine, seed=self.loop.seed)
     out.update({f"refine_{k}": v for k, v in refined.items() if k != "examples"})
     return out
+
+  def release(self, arm: Arm) -> None:
+    self._loops.pop((arm.method, arm.number), None)

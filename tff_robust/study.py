@@ -178,6 +178,9 @@ class ArmRunner(Protocol):
   def evaluate(self, arm: Arm, rounds: int) -> dict[str, float]:
     """``global_*`` and ``refine_*`` test metrics of ``arm``'s model after ``rounds`` rounds."""
 
+  def release(self, arm: Arm) -> None:
+    """``arm`` will not be trained again (eliminated, or its method is done): free its memory."""
+
 
 def _storage_url(study_dir: str) -> str:
   return "sqlite:///" + os.path.abspath(os.path.join(study_dir, DB_NAME))
@@ -261,6 +264,7 @@ def run_method(config: StudyConfig, method: str, runner: ArmRunner) -> MethodRes
     for number in alive:
       if number not in survivors:
         study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+        runner.release(arms[number])
     alive = survivors
   winner = alive[0]
   val_loss = scores[str(winner)]
@@ -272,6 +276,7 @@ def run_method(config: StudyConfig, method: str, runner: ArmRunner) -> MethodRes
   else:
     metrics = runner.evaluate(arms[winner], budget)
     study.set_user_attr(WINNER_ATTR, {"arm": winner, "rounds": budget, "metrics": metrics})
+  runner.release(arms[winner])
   return MethodResult(method=method, arm=winner, params=arms[winner].params, val_loss=val_loss,
                       rounds=sha.total_rounds(schedule), metrics=metrics)
 
