@@ -766,6 +766,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   print(f"{table.name}: {len(table.cells)} cells x {args.seeds} seeds = {len(runs)} runs in "
         f"{runs[0].root_output_dir if runs else args.root_output_dir}", flush=True)
   previous = signal.signal(signal.SIGTERM, _raise_terminated)
+  # Also when started with SIGINT ignored (a background job of a non-interactive shell).
+  previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     results = run_all(runs, args.parallel, python=args.python,
                       echo=lambda m: print(m, flush=True))
@@ -775,6 +777,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 130
   finally:
     signal.signal(signal.SIGTERM, previous)
+    signal.signal(signal.SIGINT, previous_int)
   if table.kind == "figure":
     paths = plot_fig3(table, runs, out_dir)
   else:
