@@ -112,6 +112,7 @@ def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
   assert any(n.startswith("program_state_2") for n in os.listdir(exp / "checkpoints"))
 
 
+@pytest.mark.slow
 def test_offline_default_learns(tmp_path):
   """The README's first command (no flags): mnist 2NN, 10 one-class clients."""
   proc = run_main(f"--root_output_dir={tmp_path}")
