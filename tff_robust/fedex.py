@@ -50,10 +50,12 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
+
+from tff_robust import search_space
 
 ETA_SCHEDULES = ('constant', 'invsqrt', 'adaptive')
 INTEGER_HPARAMS = ('local_epochs', 'local_steps', 'batch_size')
@@ -64,23 +66,8 @@ INTEGER_HPARAMS = ('local_epochs', 'local_steps', 'batch_size')
 # ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Range:
-  """A continuous (or, for integer hyper-parameters, integer) interval.
-
-  Attributes:
-    low: smallest value.
-    high: largest value (>= low).
-    log: perturb and sample uniformly in log space (needs low > 0).
-  """
-
-  low: float
-  high: float
-  log: bool = False
-
-
-# A hyper-parameter's allowed values: a tuple of values, a Range, or None (not tuned).
-HParamSpec = Optional[Union[Range, tuple]]
+Range = search_space.Range
+HParamSpec = search_space.Spec
 
 # name -> (smallest allowed value, whether the bound is inclusive, largest allowed
 # value, whether inclusive, description for messages).
@@ -97,16 +84,9 @@ _LIMITS = {
 
 
 def _in_limits(name: str, value: float) -> bool:
-  lo, lo_incl, hi, hi_incl, _ = _LIMITS[name]
-  if not math.isfinite(value):
+  if not search_space.within(_LIMITS[name], value):
     return False
-  if value < lo or (value == lo and not lo_incl):
-    return False
-  if value > hi or (value == hi and not hi_incl):
-    return False
-  if name in INTEGER_HPARAMS and value != round(value):
-    return False
-  return True
+  return name not in INTEGER_HPARAMS or value == round(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,22 +197,7 @@ def parse_hparam(name: str, text: str) -> HParamSpec:
   """
   if name not in _LIMITS:
     raise ValueError(f'unknown FedEx hyper-parameter {name!r}; choices: {tuple(_LIMITS)}')
-  flag = f'--fedex_{name}'
-  text = text.strip()
-  if text.lower() in ('', 'none'):
-    return None
-  try:
-    if ':' in text:
-      parts = text.split(':')
-      if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ('log', 'lin')):
-        raise ValueError
-      spec = Range(float(parts[0]), float(parts[1]), log=len(parts) == 3 and parts[2] == 'log')
-    else:
-      spec = tuple(float(v) for v in text.split(','))
-  except ValueError:
-    raise ValueError(
-        f'{flag}={text!r} is not understood; choices: none, low:high, low:high:log, '
-        'v1,v2,...') from None
+  spec = search_space.parse_spec(f'--fedex_{name}', text)
   _validate_spec(name, spec)
   return spec
 

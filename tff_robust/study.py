@@ -31,11 +31,12 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol
 
 import numpy as np
 import optuna
 
+from tff_robust import search_space
 from tff_robust import sha
 
 logger = logging.getLogger("tff_robust")
@@ -53,21 +54,8 @@ WINNER_ATTR = "winner"
 DB_NAME = "study.db"
 
 
-@dataclasses.dataclass(frozen=True)
-class Range:
-  """A continuous interval, sampled uniformly (in log space when ``log``)."""
-
-  low: float
-  high: float
-  log: bool = False
-
-
-GlobalSpec = Optional[Union[Range, tuple]]  # None: not tuned (the run's own value)
-
-
-def _allowed(name: str, v: float) -> bool:
-  lo, lo_ok, hi, hi_ok, _ = _LIMITS[name]
-  return math.isfinite(v) and (v > lo or (lo_ok and v == lo)) and (v < hi or (hi_ok and v == hi))
+Range = search_space.Range
+GlobalSpec = search_space.Spec  # None: not tuned (the run's own value)
 
 
 def parse_global(name: str, text: str) -> GlobalSpec:
@@ -75,24 +63,12 @@ def parse_global(name: str, text: str) -> GlobalSpec:
   if name not in _LIMITS:
     raise ValueError(f"unknown global hyper-parameter {name!r}; choices: {', '.join(GLOBAL_HPARAMS)}")
   flag, desc = f"--tune_{name}", _LIMITS[name][4]
-  text = text.strip()
-  if text.lower() in ("", "none"):
+  spec = search_space.parse_spec(flag, text)
+  if spec is None:
     return None
-  try:
-    if ":" in text:
-      parts = text.split(":")
-      if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("log", "lin")):
-        raise ValueError
-      spec: GlobalSpec = Range(float(parts[0]), float(parts[1]), log=parts[-1] == "log")
-      values = (spec.low, spec.high)
-    else:
-      spec = tuple(float(v) for v in text.split(","))
-      values = spec
-  except ValueError:
-    raise ValueError(f"{flag}={text!r} is not understood; choices: none, low:high, low:high:log, "
-                     "v1,v2,...") from None
+  values = (spec.low, spec.high) if isinstance(spec, Range) else spec
   for v in values:
-    if not _allowed(name, v):
+    if not search_space.within(_LIMITS[name], v):
       raise ValueError(f"{flag}={text!r}: value {v} is invalid, values must be {desc}")
   if isinstance(spec, Range):
     if spec.low > spec.high:
