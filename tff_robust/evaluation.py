@@ -50,23 +50,37 @@ def sample_examples(dataset: tf.data.Dataset, n: int, seed: int,
   return tuple(np.asarray(t) for t in batch)
 
 
-def make_evaluator(model_fn: Callable[[], tf.keras.Model], loss_fn: Callable[[], tf.keras.losses.Loss],
-                   accuracy_fn: Optional[AccuracyFn]):
-  """An eager evaluator ``fn(trainable, non_trainable, dataset) -> dict``, traced once."""
+def metrics_from_sums(loss_sum: float, correct: float, count: float,
+                      has_accuracy: bool) -> dict[str, float]:
+  """Mean loss (and accuracy) from the sums `evaluate` returns (added over clients, if pooled)."""
+  count = max(float(count), 1.0)
+  out = {"loss": float(loss_sum) / count}
+  if has_accuracy:
+    out["accuracy"] = float(correct) / count
+  return out
+
+
+def make_sums(model_fn: Callable[[], tf.keras.Model], loss_fn: Callable[[], tf.keras.losses.Loss],
+              accuracy_fn: Optional[AccuracyFn]):
+  """``sums(trainable, non_trainable, dataset)`` → `evaluate`'s sums; one model, traced once."""
   model = model_fn()
   loss = loss_fn()
 
   @tf.function
-  def _run(trainable, non_trainable, dataset):
-    assign_weights(model, trainable, non_trainable)
+  def sums(trainable, non_trainable, dataset):
+    assign_weights(model, list(trainable), list(non_trainable))
     return evaluate(model, dataset, loss, accuracy_fn)
 
+  return sums
+
+
+def make_evaluator(model_fn: Callable[[], tf.keras.Model], loss_fn: Callable[[], tf.keras.losses.Loss],
+                   accuracy_fn: Optional[AccuracyFn]):
+  """An eager evaluator ``fn(trainable, non_trainable, dataset) -> dict``, traced once."""
+  sums = make_sums(model_fn, loss_fn, accuracy_fn)
+
   def fn(trainable, non_trainable, dataset: tf.data.Dataset) -> dict[str, float]:
-    loss_sum, correct, count = _run(list(trainable), list(non_trainable), dataset)
-    count = max(float(count), 1.0)
-    out = {"loss": float(loss_sum) / count}
-    if accuracy_fn is not None:
-      out["accuracy"] = float(correct) / count
-    return out
+    return metrics_from_sums(*sums(list(trainable), list(non_trainable), dataset),
+                             has_accuracy=accuracy_fn is not None)
 
   return fn

@@ -75,11 +75,8 @@ class ClientSplits:
 def _pooled(sums: Sequence[tuple[float, float, float]], has_accuracy: bool) -> dict[str, float]:
   """Example-weighted loss (and accuracy) from per-client (loss_sum, correct, count)."""
   total = np.sum(np.asarray(sums, np.float64), axis=0) if sums else np.zeros(3)
-  count = max(float(total[2]), 1.0)
-  out = {"loss": float(total[0]) / count, "examples": float(total[2])}
-  if has_accuracy:
-    out["accuracy"] = float(total[1]) / count
-  return out
+  return {**evaluation.metrics_from_sums(*total, has_accuracy=has_accuracy),
+          "examples": float(total[2])}
 
 
 class FederatedEvaluator:
@@ -88,14 +85,7 @@ class FederatedEvaluator:
   def __init__(self, spec: client_work.ModelSpec, batch_size: int = 256):
     self._spec = spec
     self._batch = batch_size
-    model, loss = spec.model_fn(), spec.loss_fn()
-
-    @tf.function
-    def sums(trainable, non_trainable, dataset):
-      evaluation.assign_weights(model, trainable, non_trainable)
-      return evaluation.evaluate(model, dataset, loss, spec.accuracy_fn)
-
-    self._sums = sums
+    self._sums = evaluation.make_sums(spec.model_fn, spec.loss_fn, spec.accuracy_fn)
 
   def client_sums(self, weights: ModelWeights, dataset: tf.data.Dataset) -> tuple[float, float, float]:
     out = self._sums(list(weights.trainable), list(weights.non_trainable), dataset.batch(self._batch))
