@@ -188,7 +188,7 @@ class ClientTrainer:
     frozen = spec.model_fn() if self.uses_rm else None
     matcher = _build_matcher(model, self.seed) if self.uses_rm else None
     loss_fn = spec.loss_fn()
-    velocity = self._velocity(model, matcher)
+    velocity = self._velocity(self._trained(model, matcher))
 
     def fn(broadcast, data, val=None, theta=None, seed=None):
       honest = tf.constant(False) if self.attack is not None else None
@@ -215,11 +215,15 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
-  def _velocity(self, model, matcher) -> list[tf.Variable]:
+  @staticmethod
+  def _trained(model, matcher) -> list[tf.Variable]:
+    """What local SGD updates: the model's weights w and, with RM, the matching layers θ."""
+    return model.trainable_variables + (matcher.theta if matcher else [])
+
+  def _velocity(self, train_vars: list[tf.Variable]) -> list[tf.Variable]:
     """Heavy-ball buffers, one per trained variable (only when FedEx tunes momentum)."""
     if self.fedex is None or not self.fedex.tunes("momentum"):
       return []
-    train_vars = model.trainable_variables + (matcher.theta if matcher else [])
     return [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in train_vars]
 
   def _update(self, model, frozen, matcher, loss_fn, broadcast, data, val, theta, seed,
@@ -232,9 +236,9 @@ class ClientTrainer:
     uses_momentum = self.fedex is not None and self.fedex.tunes("momentum")
     uses_decay = self.fedex is not None and self.fedex.tunes("weight_decay")
     uses_prox = cfg.wd_mu > 0 or (self.fedex is not None and self.fedex.tunes("prox_mu"))
-    train_vars = model.trainable_variables + (matcher.theta if matcher else [])
+    train_vars = self._trained(model, matcher)
     if velocity is None:
-      velocity = self._velocity(model, matcher)
+      velocity = self._velocity(train_vars)
 
     @tf.function
     def run(data, val, theta):
