@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tff_robust import attacks, evaluation, loop, process
 from tff_robust.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
-from tff_robust.runtime import tff_runtime
+from tff_robust.runtime import WorkerDiedError, tff_runtime
 from tff_robust.workers import local_workers
 
 import test_loop
@@ -136,6 +136,20 @@ def test_two_workers_equal_the_local_runtime(tff_rt):
     remote = q.next(q.initialize(), data)
   for a, b in zip(q.get_model_weights(local.state).trainable, q.get_model_weights(remote.state).trainable):
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tff_rt):
+  q = process.build_process(test_process.SPEC, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=2, batch_size=8), seed=3))
+  data = test_process.datasets(test_process.make_clients(sizes=(20, 30), seed=4))
+  with tff_runtime() as rt:
+    state = q.next(q.initialize(), data).state
+    os.kill(rt.worker_pids[0], signal.SIGKILL)
+    with pytest.raises(WorkerDiedError, match=rf"pid {rt.worker_pids[0]}\) exited with code -9"):
+      q.next(state, data)
+  # the session's runtime is back in place and still works
+  assert q.get_model_weights(q.next(q.initialize(), data).state).trainable
 
 
 def _main(out, *extra):

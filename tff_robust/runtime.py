@@ -4,7 +4,9 @@ TFF's default local context starts ``worker_binary`` lazily and stops it only
 from ``__del__``, which does not run at interpreter shutdown: the worker then
 outlives its parent. Here the worker is started by us, dies with its parent
 (``PR_SET_PDEATHSIG``) even if the parent is killed, and is stopped by pid in
-``close()``.
+``close()``. The other way round, a worker that dies under us (killed, out of
+memory) would make TFF retry its gRPC calls forever; our stub notices the exit
+and raises ``WorkerDiedError`` instead.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from tensorflow_federated.python.core.impl.execution_contexts import async_execu
 from tensorflow_federated.python.core.impl.execution_contexts import sync_execution_context
 from tensorflow_federated.python.core.impl.executor_stacks import python_executor_stacks
 from tensorflow_federated.python.core.impl.executors import remote_executor
+from tensorflow_federated.python.core.impl.executors import executors_errors
 from tensorflow_federated.python.core.impl.executors import remote_executor_grpc_stub
+from tensorflow_federated.python.core.impl.executors import remote_executor_stub
 from tensorflow_federated.python.core.impl.types import placements
 
 _GRPC_OPTIONS = [
@@ -87,6 +91,60 @@ def _stub(address: str, timeout: float = 60.0) -> remote_executor_grpc_stub.Remo
   return stub
 
 
+class WorkerDiedError(RuntimeError):
+  """The ``worker_binary`` this program started exited while computations were running."""
+
+
+def _watched(name: str):
+  def method(self, request):
+    return self._call(name, request)
+  method.__name__ = name
+  return method
+
+
+class _WatchedStub(remote_executor_stub.RemoteExecutorStub):
+  """Forwards to a gRPC stub; when its worker process has exited, fails instead of retrying.
+
+  TFF retries calls that fail with UNAVAILABLE without limit, which is right for
+  a restarting remote service and wrong for a local worker that is gone.
+  """
+
+  def __init__(self, stub: remote_executor_grpc_stub.RemoteExecutorGrpcStub,
+               proc: subprocess.Popen, log_path: str | None):
+    self._stub, self._proc, self._log_path = stub, proc, log_path
+
+  def _check_alive(self) -> None:
+    code = self._proc.poll()
+    if code is not None:
+      where = f"; its log is {self._log_path}" if self._log_path else ""
+      raise WorkerDiedError(
+          f"the TFF worker_binary (pid {self._proc.pid}) exited with code {code} during a "
+          f"computation (a negative code is the signal that ended it, e.g. -9 for the "
+          f"out-of-memory killer){where}.")
+
+  def _call(self, name: str, request):
+    self._check_alive()
+    try:
+      return getattr(self._stub, name)(request)
+    except executors_errors.RetryableError:
+      time.sleep(0.2)  # let a dying worker finish exiting before deciding
+      self._check_alive()
+      raise
+
+  get_executor = _watched("get_executor")
+  create_value = _watched("create_value")
+  create_struct = _watched("create_struct")
+  create_call = _watched("create_call")
+  create_selection = _watched("create_selection")
+  compute = _watched("compute")
+  dispose = _watched("dispose")
+  dispose_executor = _watched("dispose_executor")
+
+  @property
+  def is_ready(self) -> bool:
+    return self._stub.is_ready
+
+
 def _executor_factory(stub) -> python_executor_stacks.ResourceManagingExecutorFactory:
   def stack_fn(cardinalities):
     cardinalities.setdefault(placements.CLIENTS, 0)
@@ -136,7 +194,7 @@ class Runtime:
     else:
       proc, port = start_worker(log_path=self._log_path)
       self._procs.append(proc)
-      stub = _stub(f"localhost:{port}")
+      stub = _WatchedStub(_stub(f"localhost:{port}"), proc, self._log_path)
       self.context = sync_execution_context.SyncExecutionContext(
           executor_fn=_executor_factory(stub), **_context_kwargs())
     self._previous = context_stack_impl.context_stack._stack[0]  # pylint: disable=protected-access
