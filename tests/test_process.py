@@ -44,13 +44,14 @@ def datasets(clients):
   return [tf.data.Dataset.from_tensor_slices(c) for c in clients]
 
 
-def manual_client_delta(w0, x, y, lr, steps, batch):
-  """K steps of plain SGD on CE, in eager TF (the CLIENTOPT of Algorithm 2)."""
+def manual_client_delta(w0, x, y, lr, steps, batch, epochs=None):
+  """K steps (or E passes) of plain SGD on CE, in eager TF (the CLIENTOPT of Algorithm 2)."""
   model = model_fn()
   for v, val in zip(model.trainable_variables, w0):
     v.assign(val)
   loss = loss_fn()
-  ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).take(steps)
+  ds = tf.data.Dataset.from_tensor_slices((x, y))
+  ds = ds.repeat().batch(batch).take(steps) if epochs is None else ds.repeat(epochs).batch(batch)
   for xb, yb in ds:
     with tf.GradientTape() as tape:
       l = loss(yb, model(xb))
@@ -87,6 +88,21 @@ def test_one_round_is_weighted_fedavg(sgd_process):
     np.testing.assert_allclose(got, w + d, atol=2e-5)
   assert float(out.metrics["num_clients"]) == 3
   assert float(out.metrics["examples_trained"]) == 3 * 4 * 8
+
+
+def test_local_epochs_round_is_weighted_fedavg_over_whole_passes(tff_rt):
+  """--local_steps=0 --local_epochs=E (seed 004's E = 1, seed 003's E = 5): E passes, last batch short."""
+  clients = make_clients(sizes=(13, 20))
+  p = process.build_process(SPEC, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=0, local_epochs=2, batch_size=8), seed=3))
+  state = p.initialize()
+  w0 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
+  out = p.next(state, datasets(clients))
+  deltas = [manual_client_delta(w0, x, y, 0.1, None, 8, epochs=2) for x, y in clients]
+  expected = weighted_mean(deltas, [len(y) for _, y in clients])
+  for got, w, d in zip(p.get_model_weights(out.state).trainable, w0, expected):
+    np.testing.assert_allclose(got, w + d, atol=2e-5)
+  assert float(out.metrics["examples_trained"]) == 2 * (13 + 20)
 
 
 def test_nonfinite_client_never_reaches_model(sgd_process):

@@ -190,8 +190,11 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       return collections.OrderedDict(
           lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32), ah=sampled)
     lr = schedules.client_lr(t, ccfg.lr, ccfg.lr_schedule, ccfg.lr_decay_rate, ccfg.lr_decay_every)
-    steps = schedules.local_steps(t, ccfg.local_steps, ccfg.steps_decay_rate,
-                                  ccfg.steps_decay_every, ccfg.min_local_steps)
+    if ccfg.local_steps > 0:
+      steps = schedules.local_steps(t, ccfg.local_steps, ccfg.steps_decay_rate,
+                                    ccfg.steps_decay_every, ccfg.min_local_steps)
+    else:  # local_epochs passes over the data; no step count is broadcast
+      steps = tf.constant(0, tf.int32)
     return collections.OrderedDict(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
 
   hparams_type = round_hparams.type_signature.result
