@@ -1,5 +1,5 @@
-"""Writers of tiny data files in the on-disk formats of the CIFAR-100, Shakespeare,
-Stack Overflow and Speech Commands loaders.
+"""Writers of tiny data files in the on-disk formats of the CIFAR-10 (TFDS), CIFAR-100,
+Shakespeare, Stack Overflow and Speech Commands loaders.
 
 Plain functions, one per format; each returns the path it wrote. The SQLite
 files use TFF's SqlClientData schema (see `data_makers._write_tff_sqlite`) with
@@ -162,3 +162,37 @@ def make_espeak_folder(directory: str, num_speakers: int = 24, repeats: int = 2,
   """Builds a Speech Commands-layout corpus with espeak-ng (`tasks.espeak_corpus.build_corpus`)."""
   from tasks import espeak_corpus  # pylint: disable=g-import-not-at-top
   return espeak_corpus.build_corpus(directory, num_speakers, repeats, seed=seed)
+
+
+def make_cifar10_tfds(directory: str, per_class: int = 10, test_per_class: int = 3, seed: int = 0) -> str:
+  """A prepared TFDS ``cifar10`` under ``directory``, built by TFDS's own CIFAR-10 builder.
+
+  The builder reads the CIFAR binary batches (one label byte, then 3072 CHW pixel bytes per
+  record); we write small ones and point its download step at them, so nothing is fetched.
+  """
+  from unittest import mock  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  rng = np.random.default_rng(seed)
+  raw = os.path.join(directory, "_cifar10_raw")
+  batches = os.path.join(raw, "cifar-10-batches-bin")
+  os.makedirs(batches, exist_ok=True)
+
+  def records(n_per_class: int) -> bytes:
+    labels = np.repeat(np.arange(10, dtype=np.uint8), n_per_class)
+    pixels = rng.integers(0, 256, (labels.size, 3072), dtype=np.uint8)
+    pixels[:, :1024] = np.clip(pixels[:, :1024] // 2 + 12 * labels[:, None], 0, 255)  # a class cue
+    return np.concatenate([labels[:, None], pixels], axis=1).tobytes()
+
+  with open(os.path.join(batches, "batches.meta.txt"), "w") as f:
+    f.write("\n".join(["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                       "ship", "truck"]) + "\n")
+  for i in range(1, 6):
+    with open(os.path.join(batches, f"data_batch_{i}.bin"), "wb") as f:
+      f.write(records(per_class // 5 + (i <= per_class % 5)))
+  with open(os.path.join(batches, "test_batch.bin"), "wb") as f:
+    f.write(records(test_per_class))
+  builder = tfds.builder("cifar10", data_dir=directory)
+  with mock.patch.object(tfds.download.DownloadManager, "download_and_extract", return_value=raw):
+    builder.download_and_prepare()
+  return directory

