@@ -157,6 +157,34 @@ def test_toy_problem_is_solved(sgd_process):
   assert result["accuracy"] > 0.9
 
 
+def skip_class_0(y_true, logits):
+  """A masked accuracy (as Shakespeare's): targets of class 0 are not scored."""
+  y = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  keep = tf.cast(tf.not_equal(y, 0), tf.float32)
+  hit = tf.cast(tf.equal(tf.argmax(logits, -1), y), tf.float32)
+  return tf.reduce_sum(hit * keep), tf.reduce_sum(keep)
+
+
+def test_accuracy_divides_by_scored_predictions_not_examples(tff_rt):
+  """Sequence tasks score tokens, not examples: accuracy = correct / scored, in eval and training."""
+  (x, y), = make_clients(sizes=(24,), seed=5)
+  weights = process.initial_weights(model_fn, 0)
+  model = model_fn()
+  for v, w in zip(model.trainable_variables, weights.trainable):
+    v.assign(w)
+  hit = np.argmax(model(x), 1) == y
+  expected = hit[y != 0].mean()
+  assert 0 < (y == 0).sum() < len(y)
+  ev = evaluation.make_evaluator(model_fn, loss_fn, skip_class_0)
+  got = ev(weights.trainable, weights.non_trainable, tf.data.Dataset.from_tensor_slices((x, y)).batch(5))
+  assert got["accuracy"] == pytest.approx(expected)
+  spec = client_work.ModelSpec(model_fn, loss_fn, skip_class_0, SPEC.element_spec)
+  p = process.build_process(spec, ProcessConfig(client=ClientConfig(lr=0.1, local_steps=1, batch_size=24),
+                                                seed=0))
+  out = p.next(p.initialize(), datasets([(x, y)]))  # one full-batch step: scored on w_0's logits
+  assert float(out.metrics["train_accuracy"]) == pytest.approx(expected)
+
+
 def test_val_accuracy_weighting_uses_client_validation(tff_rt):
   """Seed 003's heuristic: each client's delta weighted by its held-out accuracy."""
   p = build(weighting="val_accuracy")

@@ -27,9 +27,9 @@ from tff_robust import fedex as fedex_lib
 from tff_robust import regularizers
 from tff_robust.config import ClientConfig
 
-METRIC_KEYS = ("loss_sum", "correct", "count", "num_examples", "val_loss_sum",
-               "val_correct", "val_count", "pre_loss_sum", "pre_count", "nonfinite",
-               "num_clients")
+METRIC_KEYS = ("loss_sum", "correct", "predictions", "count", "num_examples", "val_loss_sum",
+               "val_correct", "val_predictions", "val_count", "pre_loss_sum", "pre_count",
+               "nonfinite", "num_clients")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,7 +253,7 @@ class ClientTrainer:
 
       pre_loss, pre_count = zero, zero
       if self.pre_eval_batches > 0:
-        pre_loss, _, pre_count = evaluation.evaluate(
+        pre_loss, _, _, pre_count = evaluation.evaluate(
             model, data.batch(cfg.batch_size).take(self.pre_eval_batches), loss_fn, None)
 
       num_examples = data.reduce(zero, lambda c, _: c + 1.0)
@@ -294,24 +294,26 @@ class ClientTrainer:
           var.assign_sub(lr * grad)
         return task_loss, logits
 
-      loss_sum, correct, count = zero, zero, zero
+      loss_sum, correct, predictions, count = zero, zero, zero, zero
       for x, y in batches:
         task_loss, logits = sgd_step(x, y)
         n = tf.cast(tf.shape(logits)[0], tf.float32)
         loss_sum += task_loss * n
         count += n
         if acc_fn is not None:
-          correct += acc_fn(y, logits)[0]
+          c, p = acc_fn(y, logits)
+          correct += c
+          predictions += p
 
-      val_loss, val_correct, val_count = zero, zero, zero
+      val_loss, val_correct, val_predictions, val_count = zero, zero, zero, zero
       if val is not None:
-        val_loss, val_correct, val_count = evaluation.evaluate(
+        val_loss, val_correct, val_predictions, val_count = evaluation.evaluate(
             model, val.batch(max(cfg.batch_size, 64)), loss_fn, acc_fn)
 
       delta = [v - w for v, w in zip(model.trainable_variables, initial)]
       finite = tf.logical_and(_all_finite(delta), tf.math.is_finite(loss_sum))
-      train_acc = tf.math.divide_no_nan(correct, count)
-      val_acc = tf.math.divide_no_nan(val_correct, val_count)
+      train_acc = tf.math.divide_no_nan(correct, predictions)
+      val_acc = tf.math.divide_no_nan(val_correct, val_predictions)
       weight = tf.cast(_weighting(self.weighting, num_examples, train_acc, val_acc), tf.float32)
       weight = tf.where(finite, weight, 0.0)
       delta = [tf.where(finite, d, tf.zeros_like(d)) for d in delta]
@@ -321,9 +323,10 @@ class ClientTrainer:
         noise_seed = tf.bitwise.bitwise_xor(seed[0], seed[1])
         delta = attacks.maybe_attack(kind, delta, byzantine, noise_seed, scale=scale, sigma=sigma)
       metrics = collections.OrderedDict(
-          loss_sum=loss_sum * keep, correct=correct * keep, count=count * keep,
-          num_examples=num_examples, val_loss_sum=val_loss * keep,
-          val_correct=val_correct * keep, val_count=val_count * keep,
+          loss_sum=loss_sum * keep, correct=correct * keep, predictions=predictions * keep,
+          count=count * keep, num_examples=num_examples, val_loss_sum=val_loss * keep,
+          val_correct=val_correct * keep, val_predictions=val_predictions * keep,
+          val_count=val_count * keep,
           pre_loss_sum=pre_loss, pre_count=pre_count,
           nonfinite=1.0 - keep, num_clients=tf.constant(1.0))
       out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)

@@ -22,25 +22,28 @@ def assign_weights(model: tf.keras.Model, trainable, non_trainable) -> None:
 def evaluate(model: tf.keras.Model, dataset: tf.data.Dataset,
              loss_fn: tf.keras.losses.Loss,
              accuracy_fn: Optional[AccuracyFn]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """Returns (sum of per-batch mean loss × batch size, correct, examples) over ``dataset``.
+  """Returns (loss_sum, correct, predictions, examples) over ``dataset``.
 
-  ``dataset`` yields batched ``(x, y)``. Sums, not means, so callers can add
-  them across clients before dividing.
+  ``loss_sum`` is the sum of per-batch mean loss × batch size; ``correct`` and
+  ``predictions`` are the accuracy function's counts (for sequence tasks its
+  denominator is the scored tokens, not the examples). Sums, not means, so
+  callers can add them across clients before dividing.
   """
 
   def step(acc, batch):
-    loss_sum, correct, count = acc
+    loss_sum, correct, predictions, count = acc
     x, y = batch
     logits = model(x, training=False)
     n = tf.cast(tf.shape(logits)[0], tf.float32)
     loss_sum += loss_fn(y, logits) * n
     if accuracy_fn is not None:
-      c, _ = accuracy_fn(y, logits)
+      c, p = accuracy_fn(y, logits)
       correct += c
-    return loss_sum, correct, count + n
+      predictions += p
+    return loss_sum, correct, predictions, count + n
 
   zero = tf.constant(0.0)
-  return dataset.reduce((zero, zero, zero), step)
+  return dataset.reduce((zero, zero, zero, zero), step)
 
 
 def sample_examples(dataset: tf.data.Dataset, n: int, seed: int,
@@ -50,13 +53,13 @@ def sample_examples(dataset: tf.data.Dataset, n: int, seed: int,
   return tuple(np.asarray(t) for t in batch)
 
 
-def metrics_from_sums(loss_sum: float, correct: float, count: float,
+def metrics_from_sums(loss_sum: float, correct: float, predictions: float, count: float,
                       has_accuracy: bool) -> dict[str, float]:
-  """Mean loss (and accuracy) from the sums `evaluate` returns (added over clients, if pooled)."""
-  count = max(float(count), 1.0)
-  out = {"loss": float(loss_sum) / count}
+  """Mean loss per example (and accuracy per prediction) from `evaluate`'s sums (added over
+  clients, if pooled)."""
+  out = {"loss": float(loss_sum) / max(float(count), 1.0)}
   if has_accuracy:
-    out["accuracy"] = float(correct) / count
+    out["accuracy"] = float(correct) / max(float(predictions), 1.0)
   return out
 
 

@@ -72,11 +72,11 @@ class ClientSplits:
     return self.client_data.preprocess(lambda ds: _parts(ds, t, v)[0])
 
 
-def _pooled(sums: Sequence[tuple[float, float, float]], has_accuracy: bool) -> dict[str, float]:
-  """Example-weighted loss (and accuracy) from per-client (loss_sum, correct, count)."""
-  total = np.sum(np.asarray(sums, np.float64), axis=0) if sums else np.zeros(3)
+def _pooled(sums: Sequence[tuple[float, float, float, float]], has_accuracy: bool) -> dict[str, float]:
+  """Example-weighted loss (and pooled accuracy) from per-client `evaluation.evaluate` sums."""
+  total = np.sum(np.asarray(sums, np.float64), axis=0) if sums else np.zeros(4)
   return {**evaluation.metrics_from_sums(*total, has_accuracy=has_accuracy),
-          "examples": float(total[2])}
+          "examples": float(total[3])}
 
 
 class FederatedEvaluator:
@@ -87,7 +87,8 @@ class FederatedEvaluator:
     self._batch = batch_size
     self._sums = evaluation.make_sums(spec.model_fn, spec.loss_fn, spec.accuracy_fn)
 
-  def client_sums(self, weights: ModelWeights, dataset: tf.data.Dataset) -> tuple[float, float, float]:
+  def client_sums(self, weights: ModelWeights,
+                  dataset: tf.data.Dataset) -> tuple[float, float, float, float]:
     out = self._sums(list(weights.trainable), list(weights.non_trainable), dataset.batch(self._batch))
     return tuple(float(v) for v in out)
 

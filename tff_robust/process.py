@@ -148,7 +148,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     def run(trainable, non_trainable):
       evaluation.assign_weights(model, trainable, non_trainable)
       data = tf.data.Dataset.from_tensor_slices(server_val).batch(256)
-      loss_sum, _, count = evaluation.evaluate(model, data, loss_fn, None)
+      loss_sum, _, _, count = evaluation.evaluate(model, data, loss_fn, None)
       return loss_sum / tf.maximum(count, 1.0)
 
     return run(list(weights.trainable), list(weights.non_trainable))
@@ -251,7 +251,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     count = tf.maximum(sums["count"], 1.0)
     metrics = collections.OrderedDict(
         train_loss=sums["loss_sum"] / count,
-        train_accuracy=sums["correct"] / count,
+        train_accuracy=sums["correct"] / tf.maximum(sums["predictions"], 1.0),
         client_lr=hparams["lr"], local_steps=hparams["steps"],
         num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
         examples_trained=sums["count"],
@@ -270,7 +270,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     for key, value in ah_metrics.items():
       metrics[f"ah_{key}"] = tf.cast(value, tf.float32)
     if config.needs_client_val:
-      metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_count"])
+      metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_predictions"])
     return new_state, metrics
 
   # ---- federated computations ------------------------------------------------------
