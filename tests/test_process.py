@@ -115,6 +115,7 @@ def test_nonfinite_client_never_reaches_model(sgd_process):
     assert np.all(np.isfinite(a))
     np.testing.assert_allclose(a, b, atol=1e-6)
   assert float(out.metrics["nonfinite_clients"]) == 1
+  assert float(out.metrics["train_loss"]) == pytest.approx(float(good.metrics["train_loss"]))
 
 
 def test_all_clients_nonfinite_keeps_model(sgd_process):
