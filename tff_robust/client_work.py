@@ -315,31 +315,29 @@ class ClientTrainer:
       finite = tf.logical_and(finite, tf.math.is_finite(val_loss))  # a diverged update fails here too
       train_acc = tf.math.divide_no_nan(correct, predictions)
       val_acc = tf.math.divide_no_nan(val_correct, val_predictions)
-      weight = tf.cast(_weighting(self.weighting, num_examples, train_acc, val_acc), tf.float32)
-      weight = tf.where(finite, weight, 0.0)
-      delta = [tf.where(finite, d, tf.zeros_like(d)) for d in delta]
-      keep = tf.cast(finite, tf.float32)
-      if self.attack is not None:  # a byzantine client replaces its honest update (seed 003 faults)
-        kind, scale, sigma = self.attack
-        noise_seed = tf.bitwise.bitwise_xor(seed[0], seed[1])
-        delta = attacks.maybe_attack(kind, delta, byzantine, noise_seed, scale=scale, sigma=sigma)
 
       def kept(value):  # a dropped client adds zeros (NaN * 0 would still be NaN)
         return tf.where(finite, value, tf.zeros_like(value))
 
+      weight = kept(tf.cast(_weighting(self.weighting, num_examples, train_acc, val_acc), tf.float32))
+      delta = [kept(d) for d in delta]
+      if self.attack is not None:  # a byzantine client replaces its honest update (seed 003 faults)
+        kind, scale, sigma = self.attack
+        noise_seed = tf.bitwise.bitwise_xor(seed[0], seed[1])
+        delta = attacks.maybe_attack(kind, delta, byzantine, noise_seed, scale=scale, sigma=sigma)
       metrics = collections.OrderedDict(
           loss_sum=kept(loss_sum), correct=kept(correct), predictions=kept(predictions),
           count=kept(count), num_examples=num_examples, val_loss_sum=kept(val_loss),
           val_correct=kept(val_correct), val_predictions=kept(val_predictions),
           val_count=kept(val_count),
           pre_loss_sum=pre_loss, pre_count=pre_count,
-          nonfinite=1.0 - keep, num_clients=tf.constant(1.0))
+          nonfinite=1.0 - tf.cast(finite, tf.float32), num_clients=tf.constant(1.0))
       out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)
       if self.theta_in:
         out["theta"] = [tf.identity(v) for v in matcher.theta]
       if self.fedex is not None:  # (|V| L onehot(c), |V| onehot(c), |V|) for seed 002's update
         mean_val = kept(tf.math.divide_no_nan(val_loss, val_count))
-        s_loss, s_count, s_total = fedex_lib.client_sums(fedex_index, mean_val, val_count * keep,
+        s_loss, s_count, s_total = fedex_lib.client_sums(fedex_index, mean_val, kept(val_count),
                                                          self.fedex.k)
         metrics["fedex_loss"], metrics["fedex_count"], metrics["fedex_total"] = s_loss, s_count, s_total
       return out

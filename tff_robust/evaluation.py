@@ -21,7 +21,7 @@ def assign_weights(model: tf.keras.Model, trainable, non_trainable) -> None:
 
 def evaluate(model: tf.keras.Model, dataset: tf.data.Dataset,
              loss_fn: tf.keras.losses.Loss,
-             accuracy_fn: Optional[AccuracyFn]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+             accuracy_fn: Optional[AccuracyFn]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
   """Returns (loss_sum, correct, predictions, examples) over ``dataset``.
 
   ``loss_sum`` is the sum of per-batch mean loss × batch size; ``correct`` and
