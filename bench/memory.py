@@ -15,8 +15,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tasks  # noqa: E402
-from tasks.base import TaskOptions  # noqa: E402
+from tff_robust import tasks  # noqa: E402
+from tff_robust.tasks.base import TaskOptions  # noqa: E402
 from tff_robust import client_work, process  # noqa: E402
 from tff_robust.config import ClientConfig, ProcessConfig  # noqa: E402
 from tff_robust.runtime import tff_runtime  # noqa: E402

@@ -21,8 +21,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
-import tasks  # noqa: E402
-from tasks.base import TaskOptions  # noqa: E402
+from tff_robust import tasks  # noqa: E402
+from tff_robust.tasks.base import TaskOptions  # noqa: E402
 from tff_robust import client_work, process  # noqa: E402
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime import tff_runtime  # noqa: E402

@@ -21,7 +21,7 @@ import math
 import types
 from collections.abc import Sequence
 
-from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
+from tff_robust.tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
 
 __all__ = [
     "DataMissingError", "Task", "TaskOptions", "sparse_accuracy", "TASK_MODULES", "task_names",
@@ -30,16 +30,16 @@ __all__ = [
 
 # Adding a task is one line here plus its module.
 TASK_MODULES: dict[str, str] = {
-    "mnist": "tasks.mnist",
-    "emnist_cr": "tasks.emnist_cr",
-    "synthetic": "tasks.synthetic",
-    "cifar10": "tasks.cifar10",
-    "cifar100": "tasks.cifar100",
-    "shakespeare": "tasks.shakespeare",
-    "speech_commands": "tasks.speech_commands",
-    "emnist_ae": "tasks.emnist_ae",
-    "stackoverflow_nwp": "tasks.stackoverflow_nwp",
-    "stackoverflow_lr": "tasks.stackoverflow_lr",
+    "mnist": "tff_robust.tasks.mnist",
+    "emnist_cr": "tff_robust.tasks.emnist_cr",
+    "synthetic": "tff_robust.tasks.synthetic",
+    "cifar10": "tff_robust.tasks.cifar10",
+    "cifar100": "tff_robust.tasks.cifar100",
+    "shakespeare": "tff_robust.tasks.shakespeare",
+    "speech_commands": "tff_robust.tasks.speech_commands",
+    "emnist_ae": "tff_robust.tasks.emnist_ae",
+    "stackoverflow_nwp": "tff_robust.tasks.stackoverflow_nwp",
+    "stackoverflow_lr": "tff_robust.tasks.stackoverflow_lr",
 }
 
 DEFAULT = "default"

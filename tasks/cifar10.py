@@ -18,9 +18,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import tasks
-from tasks import partition as partition_lib
-from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
+from tff_robust import tasks
+from tff_robust.tasks import partition as partition_lib
+from tff_robust.tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
 
 NAME = "cifar10"
 DATA_SOURCES = ("tfds",)

@@ -34,9 +34,9 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.cifar100 import image_classification_preprocessing
 from tensorflow_federated.python.simulation.models import resnet_models
 
-import tasks
-from tasks import tff_sqlite
-from tasks.base import Task, TaskOptions, sparse_accuracy
+from tff_robust import tasks
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.base import Task, TaskOptions, sparse_accuracy
 
 NAME = "cifar100"
 DATA_SOURCES = ("tff",)

@@ -22,10 +22,10 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow_federated.python.simulation.baselines.emnist import emnist_models
 
-import tasks
-from tasks.base import Task, TaskOptions
-from tasks import tff_sqlite
-from tasks.emnist_cr import load_client_data, sqlite_path
+from tff_robust import tasks
+from tff_robust.tasks.base import Task, TaskOptions
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.emnist_cr import load_client_data, sqlite_path
 
 NAME = "emnist_ae"
 DATA_SOURCES = ("tff",)

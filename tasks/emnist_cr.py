@@ -25,10 +25,10 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_federated as tff
 
-import tasks
-from tasks import tff_sqlite
-from tasks.base import Task, TaskOptions, sparse_accuracy
-from tasks.tff_sqlite import select_clients  # pylint: disable=unused-import  (public alias)
+from tff_robust import tasks
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.base import Task, TaskOptions, sparse_accuracy
+from tff_robust.tasks.tff_sqlite import select_clients  # pylint: disable=unused-import  (public alias)
 
 NAME = "emnist_cr"
 DATA_SOURCES = ("tff",)

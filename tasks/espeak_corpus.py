@@ -15,7 +15,7 @@ bytes.
 
 Needs Debian's ``espeak-ng`` (``apt-get install -y espeak-ng``).
 
-Usage: ``python -m tasks.espeak_corpus OUT_DIR --speakers 24 [--repeats 2]``.
+Usage: ``python -m tff_robust.tasks.espeak_corpus OUT_DIR --speakers 24 [--repeats 2]``.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def build_corpus(
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = argparse.ArgumentParser(
-      prog="python -m tasks.espeak_corpus", description=__doc__.split("\n")[0])
+      prog="python -m tff_robust.tasks.espeak_corpus", description=__doc__.split("\n")[0])
   parser.add_argument("out_dir")
   parser.add_argument("--speakers", type=int, default=24)
   parser.add_argument("--repeats", type=int, default=2)

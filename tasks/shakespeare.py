@@ -31,10 +31,10 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_models
 from tensorflow_federated.python.simulation.baselines.shakespeare import char_prediction_preprocessing
 
-import tasks
-from tasks import base
-from tasks import tff_sqlite
-from tasks.base import Task, TaskOptions
+from tff_robust import tasks
+from tff_robust.tasks import base
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.base import Task, TaskOptions
 
 NAME = "shakespeare"
 DATA_SOURCES = ("tff",)

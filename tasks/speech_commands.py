@@ -8,7 +8,7 @@ Data sources:
 * ``folder`` (default): a local folder in the Speech Commands layout,
   ``<data_dir>/<word>/<speaker>_nohash_<n>.wav`` (16 kHz mono PCM), e.g. the
   extracted ``speech_commands_v0.02.tar.gz`` or a corpus made offline by
-  ``python -m tasks.espeak_corpus DIR --speakers N``. Other folders (other words,
+  ``python -m tff_robust.tasks.espeak_corpus DIR --speakers N``. Other folders (other words,
   ``_background_noise_``) are ignored. Split: if ``testing_list.txt`` or
   ``validation_list.txt`` exist (both datasets ship them) they name the test and
   validation files (paths relative to the folder); otherwise the dataset's own
@@ -26,7 +26,7 @@ Partitions of the training clips among ``--num_clients`` clients (default
   ``--num_clients=0`` (or at least the number of training speakers) every
   speaker is a client; with fewer clients, speakers are dealt round-robin in a
   ``--seed``-shuffled order, so every clip is used.
-* ``iid`` and ``one_class`` (seed 000's non-iid split), from `tasks.partition`.
+* ``iid`` and ``one_class`` (seed 000's non-iid split), from `tff_robust.tasks.partition`.
 
 Input: a 32x32x1 float32 log-mel spectrogram of the clip (time x mel):
 
@@ -56,9 +56,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_io as tfio
 
-import tasks
-from tasks import partition as partition_lib
-from tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
+from tff_robust import tasks
+from tff_robust.tasks import partition as partition_lib
+from tff_robust.tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
 
 NAME = "speech_commands"
 DATA_SOURCES = ("folder", "tfds")
@@ -159,7 +159,7 @@ def scan_folder(folder: str) -> dict[str, list[tuple[str, int, str]]]:
     raise DataMissingError(
         f"The Speech Commands folder {folder!r} does not exist. Pass --data_dir=DIR holding "
         f"<word>/<speaker>_nohash_<n>.wav files: extract speech_commands_v0.02.tar.gz there, or build "
-        f"an offline corpus with `python -m tasks.espeak_corpus DIR --speakers 24` (needs espeak-ng).")
+        f"an offline corpus with `python -m tff_robust.tasks.espeak_corpus DIR --speakers 24` (needs espeak-ng).")
   lists = {}
   for split, name in (("test", TESTING_LIST), ("validation", VALIDATION_LIST)):
     path = os.path.join(folder, name)
@@ -186,7 +186,7 @@ def scan_folder(folder: str) -> dict[str, list[tuple[str, int, str]]]:
     raise DataMissingError(
         f"No training clips of the keywords {', '.join(KEYWORDS)} in {folder}: expected "
         f"{os.path.join(folder, '<word>', '<speaker>_nohash_<n>.wav')}. Extract "
-        f"speech_commands_v0.02.tar.gz there or build a corpus with `python -m tasks.espeak_corpus "
+        f"speech_commands_v0.02.tar.gz there or build a corpus with `python -m tff_robust.tasks.espeak_corpus "
         f"{folder} --speakers 24`.")
   return clips
 
@@ -266,7 +266,7 @@ def build_task(options: TaskOptions) -> Task:
       raise DataMissingError(
           "--data_source=folder needs --data_dir=DIR holding <word>/<speaker>_nohash_<n>.wav files: "
           "extract speech_commands_v0.02.tar.gz there, or build an offline corpus with "
-          "`python -m tasks.espeak_corpus DIR --speakers 24` (needs espeak-ng).")
+          "`python -m tff_robust.tasks.espeak_corpus DIR --speakers 24` (needs espeak-ng).")
     data = load_folder(options.data_dir)
   else:
     data = load_tfds(options.data_dir)

@@ -35,9 +35,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import tff_sqlite
-from tasks.base import DataMissingError
-from tasks.tff_sqlite import cache_dir
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.base import DataMissingError
+from tff_robust.tasks.tff_sqlite import cache_dir
 
 SQLITE_NAME = "stackoverflow.sqlite"  # What TFF's loader decompresses stackoverflow.sqlite.lzma to.
 WORD_COUNT_NAME = "stackoverflow.word_count"

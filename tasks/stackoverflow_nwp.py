@@ -31,11 +31,11 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_models
 from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing
 
-import tasks
-from tasks import base
-from tasks import stackoverflow as so
-from tasks import tff_sqlite
-from tasks.base import Task, TaskOptions
+from tff_robust import tasks
+from tff_robust.tasks import base
+from tff_robust.tasks import stackoverflow as so
+from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks.base import Task, TaskOptions
 
 NAME = "stackoverflow_nwp"
 DATA_SOURCES = ("tff",)

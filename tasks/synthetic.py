@@ -24,9 +24,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-import tasks
-from tasks import partition as partition_lib
-from tasks.base import Task, TaskOptions, sparse_accuracy
+from tff_robust import tasks
+from tff_robust.tasks import partition as partition_lib
+from tff_robust.tasks.base import Task, TaskOptions, sparse_accuracy
 
 NAME = "synthetic"
 # 'synthetic_<alpha>_<beta>' names are parsed, so adding a pair is adding a name here.

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import DataMissingError
+from tff_robust.tasks.base import DataMissingError
 
 
 def cache_dir(data_dir: str | None) -> str:

@@ -160,7 +160,7 @@ def make_stackoverflow_counts(directory: str, as_archives: bool = False) -> tupl
 
 def make_espeak_folder(directory: str, num_speakers: int = 24, repeats: int = 2, seed: int = 0):
   """Builds a Speech Commands-layout corpus with espeak-ng (`tasks.espeak_corpus.build_corpus`)."""
-  from tasks import espeak_corpus  # pylint: disable=g-import-not-at-top
+  from tff_robust.tasks import espeak_corpus  # pylint: disable=g-import-not-at-top
   return espeak_corpus.build_corpus(directory, num_speakers, repeats, seed=seed)
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tasks import Task, TaskOptions
-from tasks.partition import client_data_from_arrays
+from tff_robust.tasks import Task, TaskOptions
+from tff_robust.tasks.partition import client_data_from_arrays
 
 NOT_CALLABLE = 3
 

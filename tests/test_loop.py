@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks.base import Task, sparse_accuracy
-from tasks.partition import client_data_from_arrays, partition
+from tff_robust.tasks.base import Task, sparse_accuracy
+from tff_robust.tasks.partition import client_data_from_arrays, partition
 from tff_robust import client_states, client_work, loop, process
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.partition import client_data_from_arrays, partition
+from tff_robust.tasks.partition import client_data_from_arrays, partition
 
 # 10 classes x 500 examples, interleaved so class order is not index order.
 LABELS = np.tile(np.arange(10), 500)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks.base import sparse_accuracy
+from tff_robust.tasks.base import sparse_accuracy
 from tff_robust import client_work, evaluation, process
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 

@@ -8,9 +8,9 @@ import tensorflow as tf
 
 import data_makers
 import data_makers_more
-import tasks
-from tasks import TaskOptions
-from tasks import espeak_corpus
+from tff_robust import tasks
+from tff_robust.tasks import TaskOptions
+from tff_robust.tasks import espeak_corpus
 from tff_robust import client_work, process
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 
@@ -26,12 +26,12 @@ def data_dir(tmp_path_factory):
   return d
 
 
-def one_round(task, server_opt="sgd"):
+def one_round(task, server_opt="sgd", rm_weight=0.0):
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
   p = process.build_process(spec, ProcessConfig(
-      client=ClientConfig(lr=0.01, local_steps=1, batch_size=4),
-      server=ServerConfig(opt=server_opt, lr=0.01)))
+      client=ClientConfig(lr=0.01, local_steps=1, batch_size=4, rm_weight=rm_weight),
+      server=ServerConfig(opt=server_opt, lr=0.01)), rm_client_state="reset")
   ids = sorted(task.train.client_ids)[:2]
   state = p.initialize()
   out = p.next(state, [task.train.create_tf_dataset_for_client(c) for c in ids])
@@ -41,6 +41,7 @@ def one_round(task, server_opt="sgd"):
   before = p.get_model_weights(state).trainable
   after = p.get_model_weights(out.state).trainable
   assert any(not np.array_equal(a, b) for a, b in zip(before, after))
+  return m
 
 
 @pytest.mark.parametrize("name", ["cifar100", "shakespeare", "emnist_ae", "emnist_cr",
@@ -49,11 +50,16 @@ def test_round_on_tff_sqlite_tasks(tff_rt, data_dir, name):
   one_round(tasks.load_task(name, TaskOptions(data_dir=data_dir)), server_opt="adam")
 
 
-def test_round_on_cifar10_tfds(tff_rt):
+@pytest.mark.parametrize("rm_weight", [0.0, 1.0])
+def test_round_on_cifar10_tfds(tff_rt, rm_weight):
   import tensorflow_datasets as tfds
   with tfds.testing.mock_data(num_examples=40):
     task = tasks.load_task("cifar10", TaskOptions(partition="iid", num_clients=4))
-  one_round(task)
+  m = one_round(task, rm_weight=rm_weight)
+  if rm_weight:  # the conv stack's matching terms: input <- conv1 <- conv2 (unpooled) <- dense <- logits
+    terms = [float(m[f"rm_loss_{j}"]) for j in range(4)]
+    assert all(math.isfinite(t) and t > 0 for t in terms)
+    assert math.isclose(sum(terms), float(m["rm_loss"]), rel_tol=1e-5)
 
 
 @pytest.mark.skipif(espeak_corpus.espeak_binary() is None,

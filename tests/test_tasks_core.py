@@ -10,9 +10,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 import data_makers
-import tasks
-from tasks import DataMissingError, Task, TaskOptions
-from tasks import emnist_cr, mnist, synthetic
+from tff_robust import tasks
+from tff_robust.tasks import DataMissingError, Task, TaskOptions
+from tff_robust.tasks import emnist_cr, mnist, synthetic
 
 
 def _elements(ds: tf.data.Dataset) -> list:

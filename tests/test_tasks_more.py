@@ -17,10 +17,10 @@ from tensorflow_federated.python.simulation.models import resnet_models
 
 import data_makers
 import data_makers_more
-import tasks
-from tasks import DataMissingError, TaskOptions
-from tasks import cifar10, cifar100, espeak_corpus, shakespeare, speech_commands
-from tasks import stackoverflow, stackoverflow_lr, stackoverflow_nwp
+from tff_robust import tasks
+from tff_robust.tasks import DataMissingError, TaskOptions
+from tff_robust.tasks import cifar10, cifar100, espeak_corpus, shakespeare, speech_commands
+from tff_robust.tasks import stackoverflow, stackoverflow_lr, stackoverflow_nwp
 
 MODULES = ("cifar10", "cifar100", "shakespeare", "speech_commands", "emnist_ae",
            "stackoverflow_nwp", "stackoverflow_lr")
@@ -30,7 +30,7 @@ needs_espeak = pytest.mark.skipif(espeak_corpus.espeak_binary() is None,
 
 def test_registered():
   for name in MODULES:
-    assert tasks.TASK_MODULES[name] == f"tasks.{name}"
+    assert tasks.TASK_MODULES[name] == f"tff_robust.tasks.{name}"
 
 
 @pytest.fixture(scope="module")

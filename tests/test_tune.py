@@ -8,7 +8,7 @@ import sys
 import pytest
 from absl import flags
 
-from flags import definitions
+from tff_robust.flags import definitions
 from test_main import ROOT, _workers
 
 definitions.define_tune_flags()
