@@ -16,7 +16,7 @@ import uuid
 import pytest
 from absl import flags
 
-from flags import definitions
+from tff_robust.flags import definitions
 from procs import workers_with
 from tff_robust import experiments as ex
 
@@ -116,7 +116,6 @@ def test_every_flagfile_is_used_and_clean():
 
 def test_seed000_cells_parse_to_the_method():
   ingredients = {key: set(ing) for _, key, ing in ex.SEED000_METHODS}
-  rm_weights = {"mnist": 0.05, "cifar10": 0.001, "kws": 0.0003}
   tasks_ = {"mnist": "mnist", "cifar10": "cifar10", "kws": "speech_commands"}
   n = 0
   for name in ("seed000_table1", "seed000_table2", "seed000_table3"):
@@ -129,7 +128,8 @@ def test_seed000_cells_parse_to_the_method():
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
-      assert cfg.process.client.rm_weight == (rm_weights[cell.task] if "rm" in ing else 0.0)
+      assert cfg.process.client.rm_weight == (1.0 if "rm" in ing else 0.0)  # one weight, per unit
+      assert cfg.process.client.rm_normalize == "unit"
       assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
       if "fa" in ing:
         c = cfg.process.client

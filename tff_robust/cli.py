@@ -1,14 +1,19 @@
-"""What the command-line entry points (`main`, `tune`) share: exit-2 errors, logging, the task."""
+"""What the command-line entry points (`main`, `tune`) share: flag parsing with exit-2 errors
+and a clean ``--help``, quiet logging, the task, signals."""
 
 from __future__ import annotations
 
-import logging
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
-import tasks
-from tasks.base import DataMissingError, Task
+from absl import app
+from absl import flags
+
+from tff_robust import tasks
+from tff_robust.tasks.base import DataMissingError, Task
 
 T = TypeVar("T")
 
@@ -19,14 +24,98 @@ def fail(message: str) -> NoReturn:
   sys.exit(2)
 
 
-def start(argv: list[str]) -> None:
-  """Rejects positional arguments, drops TFF's import-time context, logs to stdout."""
-  if len(argv) > 1:
-    fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value)")
+HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "--helpxml",
+              "-helpxml", "-?", "-h")
+
+
+def _usage(doc: str, modules: Sequence[str], full: bool) -> None:
+  print(doc.strip() + "\n")
+  text = flags.FLAGS.get_help() if full else "\n".join(
+      flags.FLAGS.module_help(m) for m in modules)
+  print(text)
+  if not full:
+    print("\nTry --helpfull to see every flag (absl's logging and debugging flags too).")
+
+
+def resolve_flagfile(arg: str) -> str:
+  """``--flagfile=PATH`` as given when PATH exists; else the project's flagfile of that name
+  (``flags/NAME.cfg`` or ``NAME.cfg``, e.g. from an installed wheel); else exit 2."""
+  if not arg.startswith(("--flagfile=", "-flagfile=")):
+    return arg
+  path = arg.split("=", 1)[1]
+  if os.path.isfile(os.path.expanduser(path)):
+    return arg
+  from tff_robust import flags as project_flags  # pylint: disable=g-import-not-at-top
+  packaged = os.path.join(os.path.dirname(os.path.abspath(project_flags.__file__)), os.path.basename(path))
+  if os.path.dirname(path) in ("", "flags") and os.path.isfile(packaged):
+    return f"--flagfile={packaged}"
+  fail(f"--flagfile={path!r} is not valid: no such file (relative paths start at {os.getcwd()}; "
+       "the project's flagfiles are found by name, e.g. flags/seed002_mnist_study.cfg)")
+
+
+def parse_argv(argv: list[str], doc: str, modules: Sequence[str]) -> list[str]:
+  """absl's flag parsing for `app.run`, but ``--help`` exits 0 and a bad flag (unknown name,
+  value, missing ``--flagfile``) exits 2 with ``error: ...`` instead of 1."""
+  argv = ["--help" if a == "-h" else a for a in argv]
+  asked = [a.split("=", 1)[0] for a in argv[1:] if a.split("=", 1)[0] in HELP_FLAGS]
+  if asked:
+    _usage(doc, modules, full=any(a.endswith("helpfull") for a in asked))
+    sys.exit(0)
+  argv = [argv[0]] + [resolve_flagfile(a) for a in argv[1:]]
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    message = str(e).replace("ERROR:: ", "")
+    fail(f"{message} (see --help)")
+
+
+def run(main: Callable[[list[str]], None], doc: str, modules: Sequence[str]) -> None:
+  """`absl.app.run` for an entry point: TFF's import-time context is dropped first, so no
+  exit path (help, bad flags, errors) ends with TFF's ``ServiceManager.__del__`` traceback."""
   from tff_robust.runtime import disown_default_context  # pylint: disable=g-import-not-at-top
   disown_default_context()
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
-  logging.getLogger("tff_robust").setLevel(logging.INFO)
+  app.run(main, flags_parser=lambda argv: parse_argv(argv, doc, modules))
+
+
+def start(argv: list[str], verbosity: int = 0, project_info: bool = False) -> None:
+  """Rejects positional arguments; library logs quiet unless ``verbosity`` ≥ 1
+  (`console.configure_logging`)."""
+  if len(argv) > 1:
+    fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value)")
+  from tff_robust import console  # pylint: disable=g-import-not-at-top
+  console.configure_logging(verbosity, project_info)
+
+
+class StopRequest:
+  """SIGINT / SIGTERM ask the run to stop at the end of the round in progress (also when the
+  process started with SIGINT ignored, as background jobs are); a second Ctrl-C stops at once."""
+
+  def __init__(self):
+    self.signum = 0
+    self._previous: dict[int, Any] = {}
+
+  def __call__(self) -> bool:
+    return bool(self.signum)
+
+  @property
+  def name(self) -> str:
+    return signal.Signals(self.signum).name if self.signum else ""
+
+  def _handle(self, signum, frame) -> None:  # pylint: disable=unused-argument
+    if self.signum and signum == signal.SIGINT:
+      raise KeyboardInterrupt
+    self.signum = signum
+    print(f"\n{signal.Signals(signum).name}: stopping at the end of this round "
+          "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)
+
+  def __enter__(self) -> "StopRequest":
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      self._previous[signum] = signal.signal(signum, self._handle)
+    return self
+
+  def __exit__(self, *exc) -> None:
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
 
 
 def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[T, Task]:
@@ -41,4 +130,8 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
       matching.check_supported(task.model_fn())
   except (ValueError, DataMissingError) as e:
     fail(str(e))
+  num_clients = len(task.train.client_ids)
+  if run.loop.clients_per_round > num_clients:
+    fail(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} has "
+         f"{num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)")
   return config, task

@@ -54,8 +54,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
+from tff_robust import flags as project_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLAGS_DIR = os.path.join(ROOT, "flags")
+# The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
+FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
 STOP_TIMEOUT = 20.0
 _PR_SET_PDEATHSIG = 1
 _DASH = "—"
@@ -134,8 +137,7 @@ SEED000_METHODS = (
 SEED000_INGREDIENTS = {"fa": "seed000_fa.cfg", "wd": "seed000_fa_wd.cfg", "rm": "seed000_fa_rm.cfg",
                        "ah": "seed000_fa_ah.cfg"}
 # A task's refinement of one ingredient, applied after the method's files.
-SEED000_OVERLAYS = {("cifar10", "rm"): "seed000_cifar10_rm.cfg", ("kws", "rm"): "seed000_kws_rm.cfg",
-                    ("kws", "ah"): "seed000_kws_ah.cfg"}
+SEED000_OVERLAYS = {("kws", "ah"): "seed000_kws_ah.cfg"}
 SEED000_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))
 SEED000_ROWS = (  # (key, C, distribution label, partition)
     ("c1.0_iid", "1.0", "iid", "iid"),
@@ -357,7 +359,7 @@ def check_data_sources(table: "Table", overrides: Overrides) -> None:
   """Fails before any run starts if a ``--data_source`` override is not one its task accepts."""
   if not overrides.data_source:
     return
-  import tasks  # pylint: disable=g-import-not-at-top (imports TensorFlow; only when needed)
+  from tff_robust import tasks  # pylint: disable=g-import-not-at-top (imports TensorFlow; only when needed)
   if ":" in overrides.data_source:
     for task, _ in parse_data_sources(overrides.data_source):
       if task not in tasks.task_names():

@@ -1,49 +1,97 @@
-"""`python -m tff_robust.main`: wires flags → task → process → loop. Nothing else lives here."""
+"""`python -m tff_robust.main`: federated training of one configuration (flags below).
+
+    python -m tff_robust.main --task=mnist --rounds=30 --root_output_dir=/tmp/tff_robust
+
+Outputs go to ROOT/NAME (NAME: --experiment_name, else derived from the flags). Running the
+same command again resumes from the last checkpoint; a directory made with other flags is
+never resumed. SIGINT/SIGTERM stop at the end of the round in progress, with a checkpoint.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tff_robust import console
 
-import json  # noqa: E402
+console.quiet_native_logs(sys.argv)
 
-from absl import app  # noqa: E402
+import dataclasses  # noqa: E402
+import time  # noqa: E402
+
 from absl import flags  # noqa: E402
 
-from flags import definitions  # noqa: E402
+from tff_robust.flags import definitions  # noqa: E402
+from tff_robust.flags import record  # noqa: E402
 from tff_robust import cli  # noqa: E402
 
 definitions.define_flags()
 FLAGS = flags.FLAGS
 
 
+def _parse() -> tuple[definitions.RunConfig, list[str]]:
+  """The run's configs with its output directory bound to its configuration (`record.bind`),
+  and notes for the header."""
+  config = definitions.parse()
+  names = record.configuration_names(definitions.__name__)
+  out, notes = record.bind(config.loop.output_dir, names, chosen=FLAGS.experiment_name is not None)
+  return dataclasses.replace(config, loop=dataclasses.replace(config.loop, output_dir=out)), notes
+
+
 def main(argv: list[str]) -> None:
-  cli.start(argv)
-  config, task = cli.parse_and_load(definitions.parse, lambda c: c)
+  t0 = time.monotonic()
+  cli.start(argv, FLAGS.verbosity)
+  (config, notes), task = cli.parse_and_load(_parse, lambda c: c[0])
 
   # Heavy imports only after the flags are known to be good.
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  from tff_robust.runtime import tff_runtime  # pylint: disable=g-import-not-at-top
+  from tff_robust.runtime import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
-  os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, "hparams.cfg"), "w") as f:
-    f.write(FLAGS.flags_into_string())
-  print(f"task {task.name}: {len(task.train.client_ids)} clients; outputs in {out}", flush=True)
-  with tff_runtime(addresses=config.workers):
+  record.write_record(out)
+  num_clients = len(task.train.client_ids)
+  per_round = loop_lib.num_sampled(num_clients, config.loop.clients_per_round,
+                                   config.loop.client_fraction)
+  progress = console.RunConsole(
+      console.header(task=task.name, task_info=task.info, num_clients=num_clients,
+                     per_round=per_round, process=config.process, loop=config.loop,
+                     rm_client_state=config.rm_client_state, workers=config.workers,
+                     notes=notes),
+      rounds=config.loop.rounds)
+  with tff_runtime(addresses=config.workers), cli.StopRequest() as stop:
     training = loop_lib.build_training_loop(task, config.process, config.loop,
                                             rm_client_state=config.rm_client_state,
                                             ah_val_examples=config.ah_val_examples)
     try:
-      result = training.run()
+      result = training.run(progress=progress, stop=stop)
     except loop_lib.CheckpointMismatchError as e:
+      progress.close()
       cli.fail(str(e))
-  print("final " + json.dumps(result, sort_keys=True), flush=True)
+    except loop_lib.StoppedError as e:
+      progress.close()
+      print(f"stopped after round {e.round_num}/{config.loop.rounds} ({stop.name}); its checkpoint is "
+            f"in {os.path.join(out, 'checkpoints')}: run the same command to resume.",
+            file=sys.stderr, flush=True)
+      sys.exit(128 + stop.signum)
+    except WorkerDiedError as e:  # killed or out of memory: not a bug of the program
+      progress.close()
+      print(f"error: {e} Run the same command to resume from the last checkpoint.", file=sys.stderr)
+      sys.exit(1)
+    except KeyboardInterrupt:
+      progress.close()
+      print(f"interrupted during round {progress.last_round + 1}; run the same command to resume "
+            f"from the last checkpoint in {os.path.join(out, 'checkpoints')}.", file=sys.stderr, flush=True)
+      sys.exit(130)
+    progress.close()
+  for line in console.summary(output_dir=out, final=result, last_round=config.loop.rounds,
+                              wall_seconds=time.monotonic() - t0,
+                              rounds_this_session=progress.last_round - progress.first_round,
+                              has_ah=config.process.ah is not None):
+    print(line, flush=True)
 
 
 def run() -> None:
-  app.run(main)
+  cli.run(main, __doc__, [definitions.__name__])
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""Seed 000's Fig. 3 layout: the mean of P(h|ψ) over rounds, learning rate (top row) and
-local SGD steps (bottom row), one column per panel (task), one line per run (iid, non-iid).
+"""Plots runs' ``metrics.csv``: learning curves, or the AH policy as in Fig. 3 of "Robust
+Federated Learning through Representation Matching and Adaptive Hyper-parameters".
 
+    python -m tff_robust.plot curves.png a=/tmp/tff_robust/a b=/tmp/tff_robust/b --metrics=train_loss,test_accuracy
     python -m tff_robust.plot fig3.png mnist/iid=/tmp/tff_robust/a mnist/non-iid=/tmp/tff_robust/b
 
-Each run is ``[PANEL/]LABEL=RUN_DIR`` where RUN_DIR holds the ``metrics.csv`` of a
-run with ``--ah``. The sampled h_t of every round is drawn faintly behind μ.
+Each run is ``[PANEL/]LABEL=RUN_DIR`` where RUN_DIR holds a run's ``metrics.csv``. With
+``--metrics`` each named column is one panel over rounds, one line per run. Without it (runs
+made with ``--ah``) the mean of P(h|ψ) over rounds is drawn, learning rate (top row) and local
+SGD steps (bottom row), one column per PANEL, with each round's sampled h_t faintly behind μ.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 ROWS = (("lr", "client_lr", "learning rate", True), ("steps", "local_steps", "local SGD steps", False))
 
 
-def read_metrics(run_dir: str) -> dict[str, list[float]]:
+def read_metrics(run_dir: str, need_ah: bool = True) -> dict[str, list[float]]:
   """Columns of ``RUN_DIR/metrics.csv`` as float lists (empty cells are NaN)."""
   path = os.path.join(run_dir, "metrics.csv")
   if not os.path.exists(path):
@@ -34,7 +37,7 @@ def read_metrics(run_dir: str) -> dict[str, list[float]]:
   for row in rows:
     for k, v in row.items():
       cols[k].append(float(v) if v not in ("", None) else float("nan"))
-  if "ah_lr_mu" not in cols:
+  if need_ah and "ah_lr_mu" not in cols:
     raise ValueError(f"{path} has no ah_lr_mu column: the run was not made with --ah")
   return dict(cols)
 
@@ -46,6 +49,17 @@ def parse_run(spec: str) -> tuple[str, str, str]:
   name, run_dir = spec.split("=", 1)
   panel, _, label = name.rpartition("/")
   return panel, label, run_dir
+
+
+def save(fig, out_png: str, title: str = "", dpi: int = 120) -> str:
+  """Titles, lays out and writes ``fig`` to ``out_png`` (creating its folder); returns the path."""
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
+  fig.savefig(out_png, dpi=dpi)
+  plt.close(fig)
+  return out_png
 
 
 def plot_trajectories(out_png: str, runs: Sequence[str], title: str = "") -> str:
@@ -71,23 +85,46 @@ def plot_trajectories(out_png: str, runs: Sequence[str], title: str = "") -> str
         ax.set_xlabel("round")
       ax.grid(alpha=0.3)
     axes[0][col].legend()
-  if title:
-    fig.suptitle(title)
-  fig.tight_layout()
-  os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
-  fig.savefig(out_png, dpi=120)
-  plt.close(fig)
-  return out_png
+  return save(fig, out_png, title)
+
+
+def plot_curves(out_png: str, runs: Sequence[str], metrics: Sequence[str], title: str = "") -> str:
+  """One panel per column of ``metrics`` over rounds, one line per run; returns the path."""
+  series = []
+  for spec in runs:
+    _, label, run_dir = parse_run(spec)
+    m = read_metrics(run_dir, need_ah=False)
+    for name in metrics:
+      if name not in m:
+        raise ValueError(f"--metrics: {name!r} is not a column of {os.path.join(run_dir, 'metrics.csv')}; "
+                         f"it has: {', '.join(k for k in m if k != 'round')}")
+    series.append((label, m))
+  fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+  for ax, name in zip(axes[0], metrics):
+    for label, m in series:
+      points = [(r, v) for r, v in zip(m["round"], m[name]) if v == v]  # skip NaN (not evaluated)
+      ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) < 30 else None,
+              markersize=3, label=label)
+    ax.set(xlabel="round", ylabel=name)
+    ax.grid(alpha=0.3)
+    ax.legend()
+  return save(fig, out_png, title)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog="python -m tff_robust.plot", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("out_png")
   parser.add_argument("runs", nargs="+", help="[PANEL/]LABEL=RUN_DIR")
+  parser.add_argument("--metrics", default=None,
+                      help="comma-separated metrics.csv columns to draw over rounds (default: the AH figure)")
   parser.add_argument("--title", default="")
   args = parser.parse_args(argv)
   try:
-    print(plot_trajectories(args.out_png, args.runs, args.title))
+    if args.metrics:
+      print(plot_curves(args.out_png, args.runs, [m for m in args.metrics.split(",") if m], args.title))
+    else:
+      print(plot_trajectories(args.out_png, args.runs, args.title))
   except (ValueError, FileNotFoundError) as e:
     parser.error(str(e))
 

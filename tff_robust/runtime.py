@@ -48,9 +48,11 @@ WORKER_BINARY = os.path.join(os.path.dirname(tff.__file__), "data", "worker_bina
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-  """Asks the kernel to SIGKILL this process when its parent dies."""
+  """Asks the kernel to SIGKILL this process when its parent dies; leaves the parent's process
+  group, so a terminal's Ctrl-C reaches only the parent (which ends its round, then stops us)."""
   libc = ctypes.CDLL("libc.so.6", use_errno=True)
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+  os.setpgrp()
 
 
 def start_worker(port: int | None = None, log_path: str | None = None) -> tuple[subprocess.Popen, int]:

@@ -1,40 +1,55 @@
-"""`python -m tff_robust.tune`: a tuning study of global hyper-parameters (seed 002).
+"""`python -m tff_robust.tune`: a tuning study of global hyper-parameters (RS, SHA, FedEx).
 
     python -m tff_robust.tune --task=mnist --rounds=27 --tune_methods=rs,sha,rs_fedex,sha_fedex
 
 Takes every flag of `tff_robust.main` (the run each arm starts from) plus the study's
 (``--tune_*``, ``--rs_*``, ``--sha_*``). Writes ROOT/NAME/study.db (Optuna), one directory
-per arm, and table.md / table.csv. Running the same command again resumes: finished
-arms and rungs are not trained again. Nothing but wiring lives here (`tff_robust.study`,
-`tff_robust.arms`).
+per arm, table.md / table.csv and hparams.cfg. Running the same command again resumes:
+finished arms and rungs are not trained again; a study directory made with other flags is
+never resumed. Nothing but wiring lives here (`tff_robust.study`, `tff_robust.arms`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tff_robust import console
 
-from absl import app  # noqa: E402
+console.quiet_native_logs(sys.argv)
+
 from absl import flags  # noqa: E402
 
-from flags import definitions  # noqa: E402
+from tff_robust.flags import definitions  # noqa: E402
+from tff_robust.flags import record  # noqa: E402
 from tff_robust import cli  # noqa: E402
 
 definitions.define_tune_flags()
 FLAGS = flags.FLAGS
 
 
+def _parse() -> tuple[definitions.TuneConfig, list[str]]:
+  """The study's configs with its directory bound to its configuration (`record.bind`;
+  ``--rounds`` sets the study's budgets, so it is part of it)."""
+  config = definitions.parse_tune()
+  names = record.configuration_names(definitions.__name__, extending=())
+  out, notes = record.bind(config.study.study_dir, names, chosen=FLAGS.experiment_name is not None)
+  return dataclasses.replace(config, study=dataclasses.replace(config.study, study_dir=out)), notes
+
+
 def main(argv: list[str]) -> None:
-  cli.start(argv)
-  config, task = cli.parse_and_load(definitions.parse_tune, lambda c: c.run)
+  cli.start(argv, FLAGS.verbosity, project_info=True)
+  (config, notes), task = cli.parse_and_load(_parse, lambda c: c[0].run)
 
   from tff_robust import arms  # pylint: disable=g-import-not-at-top
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust import study  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime import tff_runtime  # pylint: disable=g-import-not-at-top
 
-  print(f"study in {config.study.study_dir}\n{study.describe(config.study)}", flush=True)
+  record.write_record(config.study.study_dir)
+  print("\n".join([f"study in {config.study.study_dir}", *notes, study.describe(config.study)]),
+        flush=True)
   with tff_runtime(addresses=config.run.workers):
     runner = arms.FederatedArmRunner(
         task, config.run.process, config.run.loop, fedex=config.fedex,
@@ -44,12 +59,16 @@ def main(argv: list[str]) -> None:
       study.run_study(config.study, runner)
     except loop_lib.CheckpointMismatchError as e:
       cli.fail(str(e))
+    except KeyboardInterrupt:
+      print("interrupted: run the same command to resume the study (finished arms and rungs are "
+            "kept in study.db, unfinished arms resume from their checkpoints).", file=sys.stderr)
+      sys.exit(130)
   with open(os.path.join(config.study.study_dir, "table.md")) as f:
     print(f.read(), flush=True)
 
 
 def run() -> None:
-  app.run(main)
+  cli.run(main, __doc__, [definitions.__name__])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ import signal
 import subprocess
 import sys
 import threading
+
+if __name__ == "__main__":
+  from tff_robust import console
+  console.quiet_native_logs(sys.argv)
 from collections.abc import Iterator, Sequence
 from typing import Optional
 

@@ -1,0 +1,119 @@
+"""A run directory is bound to the configuration that made it (its ``hparams.cfg``).
+
+The configuration is every flag of `definitions` except those that do not change results
+(`NOT_CONFIGURATION`: the output location, ``--workers``, evaluation and checkpoint periods,
+and for `main` ``--rounds``, so that a run can be extended). A directory resumes only with the
+configuration it records; otherwise `bind` names the flags that differ (exit 2 when the user
+chose the directory) or picks a fresh sibling whose name ends in a hash of the configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+RECORD = "hparams.cfg"
+NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
+                               "rounds_per_checkpoint"})
+
+
+def configuration_names(module: str, extending: Iterable[str] = ("rounds",), f=FLAGS) -> list[str]:
+  """The flags of ``module`` that change results (``extending``: those a resume may change too)."""
+  skip = NOT_CONFIGURATION | set(extending)
+  return sorted(fl.name for fl in f.get_flags_for_module(module) if fl.name not in skip)
+
+
+def read_record(run_dir: str, f=FLAGS) -> Optional[dict[str, Any]]:
+  """The flag values recorded in ``run_dir/hparams.cfg`` (None when there is none)."""
+  path = os.path.join(run_dir, RECORD)
+  if not os.path.exists(path):
+    return None
+  values: dict[str, Any] = {}
+  with open(path) as fh:
+    for line in fh:
+      line = line.strip()
+      if not line.startswith("--"):
+        continue
+      name, eq, text = line[2:].partition("=")
+      if not eq:  # a boolean: --name / --noname
+        if name not in f and name.startswith("no") and name[2:] in f:
+          values[name[2:]] = False
+        elif name in f:
+          values[name] = True
+        continue
+      if name in f:
+        try:
+          values[name] = f[name].parser.parse(text)
+        except (ValueError, TypeError, flags.Error):
+          values[name] = text
+  return values
+
+
+def _show(value: Any) -> str:
+  if value is None:
+    return "unset"
+  if isinstance(value, (list, tuple)):
+    return ",".join(str(v) for v in value)
+  return str(value)
+
+
+def differences(recorded: dict[str, Any], names: Sequence[str], f=FLAGS) -> list[str]:
+  """``--name (then A, now B)`` for each configuration flag whose value differs from the record;
+  a flag the record lacks counts as its default (it was unset or did not exist yet)."""
+  out = []
+  for name in names:
+    then = recorded.get(name, f[name].default)
+    now = f[name].value
+    if then != now:
+      out.append(f"--{name} (then {_show(then)}, now {_show(now)})")
+  return out
+
+
+def configuration_hash(names: Sequence[str], f=FLAGS) -> str:
+  """8 hex digits of the configuration flags that differ from their defaults."""
+  lines = sorted(f[n].serialize() for n in names if f[n].value != f[n].default and f[n].value is not None)
+  return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:8]
+
+
+def bind(run_dir: str, names: Sequence[str], *, chosen: bool, f=FLAGS) -> tuple[str, list[str]]:
+  """The directory this configuration runs in, and notes for the run's header.
+
+  ``run_dir`` itself when it records no configuration or this one; otherwise, when the user
+  ``chosen`` it (``--experiment_name``), ValueError naming the directory and the flags that
+  differ; else the sibling ``<run_dir>_<hash>`` (which must record this configuration or none).
+  """
+  recorded = read_record(run_dir, f)
+  diffs = differences(recorded, names, f) if recorded is not None else []
+  if not diffs:
+    return run_dir, []
+  if chosen:
+    raise ValueError(
+        f"{run_dir} holds a run made with other flags: {'; '.join(diffs)}. A run resumes only "
+        f"with the flags it was made with (see {os.path.join(run_dir, RECORD)}); use another "
+        "--experiment_name or --root_output_dir, or remove that directory.")
+  fresh = f"{run_dir.rstrip(os.sep)}_{configuration_hash(names, f)}"
+  recorded_fresh = read_record(fresh, f)
+  if recorded_fresh is not None and differences(recorded_fresh, names, f):
+    raise ValueError(f"{run_dir} and {fresh} hold runs made with other flags; give this run an "
+                     "--experiment_name of its own.")
+  note = (f"note     {run_dir} holds a run with other flags ({'; '.join(diffs)}), "
+          f"so this configuration runs in {fresh}")
+  return fresh, [note]
+
+
+def write_record(run_dir: str, f=FLAGS) -> None:
+  """Writes every flag of the run into ``run_dir/hparams.cfg`` (usable as ``--flagfile``).
+
+  Called only once `bind` has accepted ``run_dir``: the configuration it holds is unchanged,
+  only flags such as ``--rounds`` are updated.
+  """
+  os.makedirs(run_dir, exist_ok=True)
+  tmp = os.path.join(run_dir, RECORD + ".tmp")
+  with open(tmp, "w") as fh:
+    fh.write(f.flags_into_string())
+  os.replace(tmp, os.path.join(run_dir, RECORD))
