@@ -22,8 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import tasks  # noqa: E402
-from tasks.base import TaskOptions  # noqa: E402
+from tff_robust import tasks  # noqa: E402
+from tff_robust.tasks.base import TaskOptions  # noqa: E402
 from tff_robust import client_work, evaluation, process  # noqa: E402
 from tff_robust.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime import tff_runtime  # noqa: E402
@@ -43,7 +43,7 @@ def load(name: str, data_dir: str | None):
 
 def config(method: str, steps: int, batch: int, lr: float) -> ProcessConfig:
   client = ClientConfig(lr=lr, local_steps=steps, batch_size=batch,
-                        rm_weight=0.01 if "RM" in method else 0.0,
+                        rm_weight=1.0 if "RM" in method else 0.0,
                         wd_mu=0.01 if "WD" in method else 0.0)
   ah = AHConfig(lr_grid=(lr / 3, lr, lr * 3), steps_grid=(steps,)) if "AH" in method else None
   return ProcessConfig(client=client, server=ServerConfig(opt="sgd", lr=1.0), ah=ah)

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Optional
 
 from absl import flags
 
-import tasks
-from tasks.base import TaskOptions
+from tff_robust import tasks
+from tff_robust.tasks.base import TaskOptions
 from tff_robust import aggregation
 from tff_robust import attacks
 from tff_robust import fedex
 from tff_robust import schedules
 from tff_robust import server_opt
+from tff_robust.config import AGGREGATION_NORMS, AH_BASELINES
 from tff_robust.config import AH_LOSS_SOURCES, AHConfig, ClientConfig, FedExConfig, ProcessConfig
-from tff_robust.config import RM_CLIENT_STATES, RobustConfig, ServerConfig, WEIGHTINGS
+from tff_robust.config import RM_CLIENT_STATES, RM_NORMALIZATIONS, RobustConfig, ServerConfig, WEIGHTINGS
 from tff_robust.loop import LoopConfig
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def define_flags() -> None:
     return
   # Task and data.
   flags.DEFINE_string("task", "mnist", "Task name (" + ", ".join(tasks.task_names())
-                      + ") or a plug-in 'package.module:function' returning a tasks.base.Task.")
+                      + ") or a plug-in 'package.module:function' returning a tff_robust.tasks.base.Task.")
   flags.DEFINE_string("data_source", "default", "Task-specific data source; 'default' = offline default.")
   flags.DEFINE_string("data_dir", None, "Directory with downloaded data / caches.")
   flags.DEFINE_string("model", "default", "Task-specific model variant.")
@@ -62,6 +63,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("batch_size", 64, "Client batch size B.")
   flags.DEFINE_enum("weighting", "num_examples", list(WEIGHTINGS),
                     "Aggregation weights: num_examples, uniform, val_accuracy, train_accuracy.")
+  flags.DEFINE_string("aggregation_norm", "sampled",
+                      "Denominator of the weighted mean: sampled (Σ n_k over the round's clients) or all "
+                      "(N over all K clients, seed 000 Algorithm 1 line 13: the step shrinks by ≈ C).")
   flags.DEFINE_integer("client_val_every", 10,
                        "With val_accuracy weighting, every n-th client example is held out.")
   # Server optimizer.
@@ -89,7 +93,12 @@ def define_flags() -> None:
   flags.DEFINE_list("workers", [], "host:port of running TFF worker_binary services (python -m "
                     "tff_robust.workers); a round's clients are split across them.")
   # Representation matching, entropy regularisation, weight divergence.
-  flags.DEFINE_float("rm_weight", 0.0, "Weight of the representation-matching loss (0 = off).")
+  flags.DEFINE_float("rm_weight", 0.0, "Weight of the representation-matching loss in eq. 2 (0 = off).")
+  flags.DEFINE_enum("rm_normalize", "unit", list(RM_NORMALIZATIONS),
+                    "How eq. 1's terms enter the model's loss: 'unit' = each layer's squared error "
+                    "per unit (the weight does not grow with width), 'sum' = eq. 1 as printed.")
+  flags.DEFINE_float("rm_theta_lr", 1e-3, "Adam learning rate of the matching layers θ "
+                     "(their own optimizer, on eq. 1).")
   flags.DEFINE_enum("rm_client_state", "persist", list(RM_CLIENT_STATES),
                     "Matching parameters θ: persist per client, or reset each round.")
   flags.DEFINE_float("er_h_min", 0.0, "Entropy regularisation H_min (0 = off).")
@@ -105,6 +114,10 @@ def define_flags() -> None:
   flags.DEFINE_float("ah_init_lr", None, "Initial mean learning rate (default: grid centre).")
   flags.DEFINE_integer("ah_init_steps", None, "Initial mean local steps (default: grid centre).")
   flags.DEFINE_float("ah_init_std", 0.25, "Initial std of P(h|ψ) in normalised units.")
+  flags.DEFINE_string("ah_baseline", "mean", "Baseline of the ψ update: mean (eq. 7), hold (eq. 7, ψ "
+                      "held for the first Z rounds) or detrended (a line fitted through the window).")
+  flags.DEFINE_string("ah_reward_clip", "-1", "Lower clip of r_t (a number < 0), or none (the seed's "
+                      "unclipped reward).")
   flags.DEFINE_enum("ah_loss_source", "server", list(AH_LOSS_SOURCES),
                     "Where L_t comes from: a server-held validation set, or the clients' own data.")
   flags.DEFINE_integer("ah_val_examples", 500, "Size of the server validation set (loss source server).")
@@ -195,6 +208,7 @@ def parse(f=FLAGS) -> RunConfig:
   _check(f.batch_size >= 1, "batch_size", f.batch_size, "must be ≥ 1")
   _check(f.client_val_every >= 2, "client_val_every", f.client_val_every, "must be ≥ 2")
   _check(f.rm_weight >= 0, "rm_weight", f.rm_weight, "must be ≥ 0")
+  _check(f.rm_theta_lr > 0, "rm_theta_lr", f.rm_theta_lr, "must be > 0")
   _check(f.er_h_min >= 0, "er_h_min", f.er_h_min, "must be ≥ 0")
   _check(f.wd_mu >= 0, "wd_mu", f.wd_mu, "must be ≥ 0")
   _check(f.rounds_per_eval >= 1, "rounds_per_eval", f.rounds_per_eval, "must be ≥ 1")
@@ -233,7 +247,7 @@ def parse(f=FLAGS) -> RunConfig:
       lr_decay_every=f.client_lr_decay_every, local_steps=f.local_steps, local_epochs=f.local_epochs,
       steps_decay_rate=f.local_steps_decay_rate, steps_decay_every=f.local_steps_decay_every,
       min_local_steps=f.min_local_steps, batch_size=f.batch_size, rm_weight=f.rm_weight,
-      er_h_min=f.er_h_min, wd_mu=f.wd_mu)
+      rm_normalize=f.rm_normalize, rm_theta_lr=f.rm_theta_lr, er_h_min=f.er_h_min, wd_mu=f.wd_mu)
   ah = None
   if f.ah:
     _check(f.local_steps > 0, "local_steps", f.local_steps, "--ah tunes the local steps: use --local_steps > 0")
@@ -245,19 +259,30 @@ def parse(f=FLAGS) -> RunConfig:
                        f" numbers expected (steps: integers): {e}") from None
     _check(all(s >= 1 for s in steps_grid), "ah_steps_grid", ",".join(f.ah_steps_grid), "steps must be ≥ 1")
     _check(f.ah_val_examples >= 1, "ah_val_examples", f.ah_val_examples, "must be ≥ 1")
+    _check(f.ah_baseline in AH_BASELINES, "ah_baseline", f.ah_baseline, "choose one of " + ", ".join(AH_BASELINES))
+    clip = f.ah_reward_clip.strip().lower()
+    try:
+      min_reward = None if clip == "none" else float(clip)
+    except ValueError:
+      min_reward = float("nan")
+    _check(min_reward is None or -float("inf") < min_reward < 0, "ah_reward_clip", f.ah_reward_clip,
+           "a finite number < 0, or none (unclipped)")
     _check(f.ah_client_eval_batches >= 1, "ah_client_eval_batches", f.ah_client_eval_batches, "must be ≥ 1")
     ah = AHConfig(lr_grid=lr_grid, steps_grid=steps_grid, steps_log_scale=f.ah_steps_log_scale,
                   window=f.ah_window, hyper_lr=f.ah_hyper_lr, init_lr=f.ah_init_lr,
                   init_steps=f.ah_init_steps, init_std=f.ah_init_std, loss_source=f.ah_loss_source,
-                  client_eval_batches=f.ah_client_eval_batches)
+                  client_eval_batches=f.ah_client_eval_batches, baseline=f.ah_baseline,
+                  min_reward=min_reward)
     ah.policy_config()  # validates grids, window, η_H, init
   fedex_cfg = fedex_config(f) if f.fedex else None
   robust = RobustConfig(aggregator=f.aggregator, trim_fraction=f.trim_fraction, clip_norm=f.clip_norm,
                         zeroing=f.zeroing, zeroing_norm=f.zeroing_norm,
                         byzantine_attack=f.byzantine_attack, byzantine_scale=f.byzantine_scale,
                         byzantine_sigma=f.byzantine_sigma)
+  _check(f.aggregation_norm in AGGREGATION_NORMS, "aggregation_norm", f.aggregation_norm,
+         "choose one of " + ", ".join(AGGREGATION_NORMS))
   process = ProcessConfig(client=client, server=server, weighting=f.weighting, ah=ah, robust=robust,
-                          fedex=fedex_cfg, seed=f.seed)
+                          fedex=fedex_cfg, seed=f.seed, aggregation_norm=f.aggregation_norm)
   if fedex_cfg is not None:
     from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
     process_lib.fedex_client(process)  # validates the space against the client configuration

@@ -6,6 +6,14 @@ matching parameters θ^i against a frozen copy of w_t), and returns the delta
 Δ^i = w^i − w_t with its aggregation weight and metric *sums*. A client whose
 update or loss is not finite returns a zero delta with weight 0, so it never
 reaches the global model.
+
+With RM, each step has two parts (seed 000 Fig. 1b: "θ^i and w^i are
+simultaneously trained"): w^i takes an SGD step on
+CE + rm_weight · L_M^norm (+ ER, WD), where L_M^norm weights eq. 1's terms as
+``rm_normalize`` says (`matching.normalized_matching_loss`); θ^i takes an Adam
+step (learning rate ``rm_theta_lr``, moments started afresh each round and never
+mixed with w's optimizer) on eq. 1's sum form. θ's step thus does not depend on
+the RM weight, the client lr or layer width.
 """
 
 from __future__ import annotations
@@ -20,16 +28,17 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import AccuracyFn
+from tff_robust.tasks.base import AccuracyFn
 from tff_robust import attacks
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
+from tff_robust import matching
 from tff_robust import regularizers
 from tff_robust.config import ClientConfig
 
 METRIC_KEYS = ("loss_sum", "correct", "predictions", "count", "num_examples", "val_loss_sum",
                "val_correct", "val_predictions", "val_count", "pre_loss_sum", "pre_count",
-               "nonfinite", "num_clients")
+               "nonfinite", "num_clients", "drift_sum")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +57,6 @@ def _batched_spec(element_spec):
 
 
 def _build_matcher(model: tf.keras.Model, seed: int):
-  from tff_robust import matching  # pylint: disable=g-import-not-at-top
   return matching.RepresentationMatcher(model, seed=seed)
 
 
@@ -188,7 +196,7 @@ class ClientTrainer:
     frozen = spec.model_fn() if self.uses_rm else None
     matcher = _build_matcher(model, self.seed) if self.uses_rm else None
     loss_fn = spec.loss_fn()
-    velocity = self._velocity(self._trained(model, matcher))
+    velocity = self._velocity(model.trainable_variables)
 
     def fn(broadcast, data, val=None, theta=None, seed=None):
       honest = tf.constant(False) if self.attack is not None else None
@@ -215,10 +223,15 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
-  @staticmethod
-  def _trained(model, matcher) -> list[tf.Variable]:
-    """What local SGD updates: the model's weights w and, with RM, the matching layers θ."""
-    return model.trainable_variables + (matcher.theta if matcher else [])
+  def _theta_optimizer(self, matcher):
+    """θ's own optimizer (Adam, lr ``rm_theta_lr``), its initial state, and variables holding
+    the state's leaves (lr, betas, epsilon, step count, moments; all float32)."""
+    if matcher is None:
+      return None, None, []
+    opt = tff.learning.optimizers.build_adam(learning_rate=self.config.rm_theta_lr)
+    initial = opt.initialize([tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta])
+    slots = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in tf.nest.flatten(initial)]
+    return opt, initial, slots
 
   def _velocity(self, train_vars: list[tf.Variable]) -> list[tf.Variable]:
     """Heavy-ball buffers, one per trained variable (only when FedEx tunes momentum)."""
@@ -236,9 +249,11 @@ class ClientTrainer:
     uses_momentum = self.fedex is not None and self.fedex.tunes("momentum")
     uses_decay = self.fedex is not None and self.fedex.tunes("weight_decay")
     uses_prox = cfg.wd_mu > 0 or (self.fedex is not None and self.fedex.tunes("prox_mu"))
-    train_vars = self._trained(model, matcher)
+    train_vars = model.trainable_variables
     if velocity is None:
-      velocity = self._velocity(train_vars)
+      velocity = self._velocity(model.trainable_variables)
+    units = matcher.term_units if matcher is not None else ()
+    theta_opt, theta_initial, theta_slots = self._theta_optimizer(matcher)
 
     @tf.function
     def run(data, val, theta):
@@ -266,39 +281,58 @@ class ClientTrainer:
       for m in velocity:
         m.assign(tf.zeros_like(m))
 
+      for slot, value in zip(theta_slots, tf.nest.flatten(theta_initial)):
+        slot.assign(tf.cast(value, tf.float32))  # θ's optimizer starts afresh each round
+
       def sgd_step(x, y):
-        """One SGD step on eq. 2 (+ ER, WD) for w^i and θ^i; returns (CE, logits)."""
-        if matcher is not None:
-          _, frozen_acts, _ = matcher.forward(frozen, x, training=False, record_argmax=False)
-          frozen_acts = [tf.stop_gradient(a) for a in frozen_acts]
-        with tf.GradientTape() as tape:
-          if matcher is not None:
-            logits, acts, argmax = matcher.forward(model, x, training=True, record_argmax=True)
-          else:
-            logits = model(x, training=True)
-          task_loss = loss_fn(y, logits)
-          total = task_loss
-          if matcher is not None:
-            total += cfg.rm_weight * matcher.matching_loss(acts, argmax, frozen_acts)
-          if cfg.er_h_min > 0:
-            total += regularizers.entropy_regularizer(logits, cfg.er_h_min)
-          if uses_prox:
-            total += hp["prox_mu"] * regularizers.weight_divergence(model.trainable_variables, initial)
+        """One step on eq. 2 (+ ER, WD): SGD for w^i, Adam on eq. 1 for θ^i.
+
+        Returns (CE, logits, eq. 1's terms [M])."""
+        terms = tf.zeros([0])
+        with tf.GradientTape() as theta_tape:
+          with tf.GradientTape() as tape:
+            if matcher is not None:
+              _, frozen_acts, _ = matcher.forward(frozen, x, training=False, record_argmax=False)
+              logits, acts, argmax = matcher.forward(model, x, training=True, record_argmax=True)
+              term_list = matcher.matching_terms(acts, argmax, frozen_acts)
+              terms = tf.stack(term_list)
+            else:
+              logits = model(x, training=True)
+            task_loss = loss_fn(y, logits)
+            total = task_loss
+            if matcher is not None:
+              total += cfg.rm_weight * matching.normalized_matching_loss(
+                  term_list, units, cfg.rm_normalize)
+            if cfg.er_h_min > 0:
+              total += regularizers.entropy_regularizer(logits, cfg.er_h_min)
+            if uses_prox:
+              total += hp["prox_mu"] * regularizers.weight_divergence(model.trainable_variables, initial)
+          theta_loss = tf.reduce_sum(terms)  # eq. 1 as printed
         grads = tape.gradient(total, train_vars)
         grads = [tf.zeros_like(v) if g is None else g for v, g in zip(train_vars, grads)]
+        if matcher is not None:  # θ^i: Adam on eq. 1 (sum form), its own state
+          theta_grads = theta_tape.gradient(theta_loss, matcher.theta)
+          state = tf.nest.pack_sequence_as(theta_initial, [s.read_value() for s in theta_slots])
+          state, new_theta = theta_opt.next(state, [tf.identity(v) for v in matcher.theta], theta_grads)
+          for slot, value in zip(theta_slots, tf.nest.flatten(state)):
+            slot.assign(tf.cast(value, tf.float32))
+          for var, value in zip(matcher.theta, new_theta):
+            var.assign(value)
         if uses_decay:
           grads = [g + hp["weight_decay"] * v for g, v in zip(grads, train_vars)]
         if uses_momentum:  # heavy-ball SGD: v <- μ v + g ; w <- w - η v
           grads = [m.assign(hp["momentum"] * m + g) for m, g in zip(velocity, grads)]
         for var, grad in zip(train_vars, grads):
           var.assign_sub(lr * grad)
-        return task_loss, logits
+        return task_loss, logits, terms
 
       loss_sum, correct, predictions, count = zero, zero, zero, zero
+      rm_sums = tf.zeros([len(units)])
       for x, y in batches:
-        task_loss, logits = sgd_step(x, y)
+        task_loss, logits, terms = sgd_step(x, y)
         n = tf.cast(tf.shape(logits)[0], tf.float32)
         loss_sum += task_loss * n
+        rm_sums += terms * n
         count += n
         if acc_fn is not None:
           c, p = acc_fn(y, logits)
@@ -331,7 +365,10 @@ class ClientTrainer:
           val_correct=kept(val_correct), val_predictions=kept(val_predictions),
           val_count=kept(val_count),
           pre_loss_sum=pre_loss, pre_count=pre_count,
-          nonfinite=1.0 - tf.cast(finite, tf.float32), num_clients=tf.constant(1.0))
+          nonfinite=1.0 - tf.cast(finite, tf.float32), num_clients=tf.constant(1.0),
+          drift_sum=kept(tf.linalg.global_norm(delta)))
+      for j in range(len(units)):  # eq. 1's term j, summed over the examples trained on
+        metrics[f"rm_term{j}_sum"] = kept(rm_sums[j])
       out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)
       if self.theta_in:
         out["theta"] = [tf.identity(v) for v in matcher.theta]

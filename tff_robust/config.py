@@ -9,7 +9,10 @@ import numpy as np
 
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AH_LOSS_SOURCES = ("server", "clients")
+AH_BASELINES = ("mean", "hold", "detrended")
+AGGREGATION_NORMS = ("sampled", "all")
 RM_CLIENT_STATES = ("persist", "reset")
+RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,8 @@ class ClientConfig:
   min_local_steps: int = 1
   batch_size: int = 64
   rm_weight: float = 0.0  # representation matching, eq. 2 of seed 000 (0 = off)
+  rm_normalize: str = "unit"  # eq. 1's terms in w's objective: "unit" (per unit) or "sum"
+  rm_theta_lr: float = 1e-3  # Adam learning rate of the matching layers θ
   er_h_min: float = 0.0  # entropy regularisation, eq. 8 of seed 000 (0 = off)
   wd_mu: float = 0.0  # weight divergence (FedProx baseline) (0 = off)
 
@@ -66,6 +71,8 @@ class AHConfig:
   init_std: float = 0.25
   loss_source: str = "server"
   client_eval_batches: int = 2
+  baseline: str = "mean"  # eq. 7's window mean; "hold", "detrended": see reinforce.BASELINES
+  min_reward: Optional[float] = -1.0  # reward clip; None = the seed's unclipped r_t
 
   def policy_config(self):
     """The `reinforce.PolicyConfig` of this configuration (validates the values)."""
@@ -78,7 +85,8 @@ class AHConfig:
     return reinforce.PolicyConfig(
         grids=(tuple(float(v) for v in self.lr_grid), tuple(float(v) for v in self.steps_grid)),
         log_scale=(True, self.steps_log_scale), names=("lr", "steps"), window=self.window,
-        hyper_lr=self.hyper_lr, init_mu=init_mu, init_std=self.init_std)
+        hyper_lr=self.hyper_lr, init_mu=init_mu, init_std=self.init_std,
+        min_reward=self.min_reward, baseline=self.baseline)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +123,9 @@ class ProcessConfig:
   client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
   server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
   weighting: str = "num_examples"
+  # "sampled": Δ_t = Σ_{S_t} n_k Δ_k / Σ_{S_t} n_k (Reddi et al.); "all": Σ_{S_t} n_k Δ_k / N,
+  # N over all K clients (seed 000, Algorithm 1 line 13).
+  aggregation_norm: str = "sampled"
   ah: Optional[AHConfig] = None
   fedex: Optional[FedExConfig] = None
   robust: RobustConfig = dataclasses.field(default_factory=RobustConfig)

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.base import Task
+from tff_robust.tasks.base import Task
 from tff_robust import attacks
 from tff_robust import client_states
 from tff_robust import evaluation
@@ -103,6 +103,15 @@ class CheckpointMismatchError(ValueError):
   """The output directory holds a checkpoint of a differently configured process."""
 
 
+class StoppedError(Exception):
+  """`TrainingLoop.run` stopped at the end of a round because ``stop()`` said so; the
+  round's checkpoint is saved, so running again resumes after it."""
+
+  def __init__(self, round_num: int):
+    super().__init__(f"stopped after round {round_num}")
+    self.round_num = round_num
+
+
 class ReleaseManagers:
   """Metrics to CSV and TensorBoard (`tff.program`) and to the log."""
 
@@ -163,10 +172,8 @@ class TrainingLoop:
     self._test = task.test.batch(config.eval_batch_size).cache()
     self._guard_loss: Optional[float] = None
     if config.divergence_factor > 0:
-      source = (task.validation if task.validation is not None
-                else task.train.create_tf_dataset_from_all_clients())
-      self._guard_data = tf.data.Dataset.from_tensor_slices(
-          evaluation.sample_examples(source, 256, config.seed)).batch(256).cache()
+      self._guard_data = tf.data.Dataset.from_tensor_slices(  # same from (seed) on every restart
+          evaluation.server_sample(task.train, task.validation, 256, config.seed)).batch(256).cache()
     self.history: list[dict[str, float]] = []
 
   # ---- inputs ------------------------------------------------------------------------
@@ -241,10 +248,21 @@ class TrainingLoop:
     return saved["state"], round_num
 
   # ---- the loop ----------------------------------------------------------------------
-  def run(self) -> dict[str, float]:
-    """Runs (or resumes) training; returns the final metrics (test accuracy/loss)."""
+  def run(self, progress=None, stop: Optional[Callable[[], bool]] = None) -> dict[str, float]:
+    """Runs (or resumes) training; returns the final metrics (test accuracy/loss).
+
+    ``progress`` (e.g. `console.RunConsole`) gets ``start(resumed_round)`` and
+    ``round(round_num, metrics)``. When ``stop()`` is true at the end of a round, the round
+    is checkpointed and `StoppedError` raised.
+    """
     cfg = self.config
     state, start = self._restore(self.process.initialize())
+    if start > cfg.rounds:
+      raise CheckpointMismatchError(
+          f"the checkpoint in {self.checkpoint_dir} is of round {start}, beyond --rounds={cfg.rounds}: "
+          f"use --rounds ≥ {start} to resume or extend that run")
+    if progress is not None:
+      progress.start(start)
     if cfg.divergence_factor > 0:
       self._guard_loss = self._metrics_of(state, self._guard_data)["loss"]
     per_round = num_sampled(len(self.client_ids), cfg.clients_per_round, cfg.client_fraction)
@@ -284,8 +302,16 @@ class TrainingLoop:
                     " ".join(f"{k}={v:.4g}" for k, v in metrics.items()
                              if k in ("train_loss", "train_accuracy", "test_loss", "test_accuracy",
                                       "client_lr", "local_steps", "round_seconds")))
-      if round_num % cfg.rounds_per_checkpoint == 0 or round_num == cfg.rounds:
+      saved = round_num % cfg.rounds_per_checkpoint == 0 or round_num == cfg.rounds
+      if saved:
         self._save(state, round_num)
+      if progress is not None:
+        progress.round(round_num, metrics)
+      if stop is not None and stop() and round_num < cfg.rounds:
+        if not saved:
+          self._save(state, round_num)
+        self.state = state
+        raise StoppedError(round_num)
       final = metrics
     self.state = state
     result = {k: v for k, v in final.items() if k.startswith("test_")}
@@ -294,6 +320,16 @@ class TrainingLoop:
     with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
       json.dump(result, f, indent=2, sort_keys=True)
     return result
+
+
+def total_train_examples(client_data, val_every: int = 0) -> int:
+  """N = Σ_k n_k over all K clients, of the examples they train on (without every
+  ``val_every``-th one when `split_validation` holds those out)."""
+  total = 0
+  for cid in client_data.client_ids:
+    n = evaluation.num_examples(client_data.create_tf_dataset_for_client(cid))
+    total += n - (-(-n // val_every) if val_every > 0 else 0)
+  return total
 
 
 def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
@@ -308,10 +344,14 @@ def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
                                task.train.element_type_structure)
   server_val = None
   if process_config.ah is not None and process_config.ah.loss_source == "server":
-    source = task.validation if task.validation is not None else task.train.create_tf_dataset_from_all_clients()
-    server_val = evaluation.sample_examples(source, ah_val_examples, process_config.seed)
+    server_val = evaluation.server_sample(task.train, task.validation, ah_val_examples,
+                                          process_config.seed)
+  total = None
+  if process_config.aggregation_norm == "all":  # N of Algorithm 1 line 13
+    total = total_train_examples(task.train, loop_config.client_val_every
+                                 if process_config.needs_client_val else 0)
   process = process_lib.build_process(spec, process_config, rm_client_state=rm_client_state,
-                                      server_val=server_val)
+                                      server_val=server_val, total_examples=total)
   initial_theta = None
   if process.trainer.theta_in:
     theta0 = client_work.initial_theta(spec, process_config.seed)

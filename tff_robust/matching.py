@@ -29,8 +29,13 @@ Design notes:
   no θ can remove (it carries no gradient). A Dense before an unpool already
   reaches every pooled unit.
 - L_M sums over all units (eq. 1), so its scale grows with layer width (e.g.
-  ~10^3 at init for the CIFAR CNN, vs. ~2.3 for the cross-entropy) and plain
-  SGD on θ needs a small step (≈1e-3 or less for conv nets) or a small RM weight.
+  ~10^3 at init for the CIFAR CNN, vs. ~2.3 for the cross-entropy). What the
+  model w^i feels is therefore weighted per term by `normalized_matching_loss`:
+  ``unit`` divides term j by a_j's number of units (a mean squared error per
+  unit, so one RM weight means the same pressure on a 2NN and on a conv net);
+  ``sum`` is eq. 1 as printed. The matching layers θ always descend eq. 1's sum
+  form with an optimizer of their own (see `client_work`): each f_j is a
+  per-unit linear regression, whose natural scale does not depend on width.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ _IDENTITY_TYPES = (_L.Dropout,)
 _ACTIVATION_TYPES = (_L.Activation, _L.ReLU, _L.LeakyReLU)
 _SUPPORTED_TYPES = _PARAM_TYPES + _SHAPE_TYPES + _IDENTITY_TYPES + _ACTIVATION_TYPES
 SUPPORTED_LAYERS: tuple[str, ...] = tuple(t.__name__ for t in _SUPPORTED_TYPES)
+
+# How eq. 1's terms are weighted in the model's objective (see `normalized_matching_loss`).
+NORMALIZATIONS = ("unit", "sum")
 
 # Activation functions that are not point-wise and so cannot be matched.
 _NON_POINTWISE = ("softmax", "log_softmax")
@@ -418,10 +426,17 @@ class RepresentationMatcher:
       outs.append(h)
     return outs
 
+  @property
+  def term_units(self) -> tuple[int, ...]:
+    """Units of each target a_0, ..., a_{M-1}: the size of eq. 1's j-th term."""
+    shapes = (self._plan.shapes[0],) + tuple(self._plan.shapes[i + 1] for i in self._plan.act_after)
+    return tuple(int(np.prod(s)) for s in shapes[:-1])
+
   @tf.autograph.experimental.do_not_convert
-  def matching_loss(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
-                    frozen_acts: Sequence[tf.Tensor]) -> tf.Tensor:
-    """Eq. 1 of seed 000, averaged over the batch.
+  def matching_terms(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
+                     frozen_acts: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    """Eq. 1's terms ‖f_j(a_{j+1}(x; w^i); θ_j) − a_j(x; w)‖², j = 0..M−1, each summed over
+    a_j's units and averaged over the batch.
 
     Args:
       trainable_acts, argmaxes: the 2nd and 3rd outputs of `forward` on the
@@ -433,9 +448,28 @@ class RepresentationMatcher:
       raise ValueError(f"frozen_acts has {len(frozen_acts)} tensors; expected "
                        f"{self.num_activations} (a_0..a_M from forward())")
     recs = self.reconstructions(trainable_acts, argmaxes)
-    total = tf.constant(0.0, tf.float32)
-    for rec, target in zip(recs, frozen_acts[:-1]):
-      total += tf.reduce_sum(tf.math.squared_difference(rec, tf.stop_gradient(target)))
     batch = tf.cast(tf.shape(trainable_acts[0])[0], tf.float32)
-    return total / batch
+    return [tf.reduce_sum(tf.math.squared_difference(rec, tf.stop_gradient(target))) / batch
+            for rec, target in zip(recs, frozen_acts[:-1])]
 
+  def matching_loss(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
+                    frozen_acts: Sequence[tf.Tensor]) -> tf.Tensor:
+    """Eq. 1 of seed 000 as printed (the sum of `matching_terms`), averaged over the batch."""
+    return tf.add_n(self.matching_terms(trainable_acts, argmaxes, frozen_acts))
+
+
+def normalized_matching_loss(terms: Sequence[tf.Tensor], units: Sequence[int],
+                             normalize: str) -> tf.Tensor:
+  """The matching loss the model w^i descends (weighted by the RM weight in eq. 2).
+
+  ``sum``: Σ_j terms_j, eq. 1 as printed. ``unit``: Σ_j terms_j / U_j, where U_j
+  is a_j's number of units: each layer's mean squared reconstruction error per
+  unit, so the RM weight does not grow with layer width.
+  """
+  if normalize not in NORMALIZATIONS:
+    raise ValueError(f"normalize={normalize!r}; valid: {', '.join(NORMALIZATIONS)}")
+  if len(terms) != len(units):
+    raise ValueError(f"{len(terms)} terms but {len(units)} unit counts")
+  if normalize == "sum":
+    return tf.add_n(list(terms))
+  return tf.add_n([t / float(u) for t, u in zip(terms, units)])

@@ -100,7 +100,8 @@ def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
 
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   rm_client_state: str = "reset",
-                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None) -> RobustProcess:
+                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                  total_examples: Optional[int] = None) -> RobustProcess:
   """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
 
   Args:
@@ -109,7 +110,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
       ``reset`` (fresh θ each round).
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
   """
+  if config.aggregation_norm not in ("sampled", "all"):
+    raise ValueError(f"--aggregation_norm={config.aggregation_norm!r} is not valid: choose sampled or all.")
+  if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
+    raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
   ccfg, scfg = config.client, config.server
   w0 = initial_weights(spec.model_fn, config.seed)
   weights_type = ModelWeights(
@@ -237,14 +243,14 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
         # (one round late). Update ψ with the previous round's score, then keep h_t's.
         loss = tf.math.divide_no_nan(sums["pre_loss_sum"], sums["pre_count"])
         updated, r = reinforce.observe_loss(state["ah"], loss, policy.hyper_lr, policy_bounds,
-                                            policy.min_reward)
+                                            policy.min_reward, policy.baseline)
         sampled = hparams["ah"]
         ah_state = updated._replace(last_index=sampled.last_index, last_score=sampled.last_score)
       else:
         # L_{t+1} of the aggregate model on the server's validation set; r_t = (L_t - L_{t+1}) / L_t.
         loss = server_loss(new_weights)
         ah_state, r = reinforce.observe_loss(hparams["ah"], loss, policy.hyper_lr, policy_bounds,
-                                             policy.min_reward)
+                                             policy.min_reward, policy.baseline)
       new_state["ah"] = ah_state
       ah_metrics = reinforce.policy_metrics(policy, ah_state)
       ah_metrics["loss"] = loss
@@ -255,7 +261,13 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
         client_lr=hparams["lr"], local_steps=hparams["steps"],
         num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
         examples_trained=sums["count"],
-        update_norm=tf.linalg.global_norm(mean_delta))
+        update_norm=tf.linalg.global_norm(mean_delta),
+        client_drift=sums["drift_sum"] / tf.maximum(sums["num_clients"] - sums["nonfinite"], 1.0))
+    rm_keys = sorted((k for k in sums if k.startswith("rm_term")), key=lambda k: int(k[7:-4]))
+    if rm_keys:  # eq. 1 per example (sum form): total and per matching layer j
+      metrics["rm_loss"] = tf.add_n([sums[k] for k in rm_keys]) / count
+      for key in rm_keys:
+        metrics[f"rm_loss_{key[7:-4]}"] = sums[key] / count
     if fx is not None:  # θ ← θ ⊙ exp(−η_t ∇̃), normalised (seed 002)
       f = state["fedex"]
       theta, num, den, fx_metrics = fedex_lib.server_update(
@@ -272,6 +284,22 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     if config.needs_client_val:
       metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_predictions"])
     return new_state, metrics
+
+  if config.aggregation_norm == "all":
+    client_out = client_out_type
+    inv_total = np.float32(1.0 / float(total_examples))
+
+    @tff.tensorflow.computation(client_out["delta"], client_out["metrics"])
+    def kept_examples(delta, metrics):
+      """n_k of a client whose update reaches the aggregate (finite), else 0."""
+      finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
+      finite = tf.logical_and(finite, tf.equal(metrics["nonfinite"], 0.0))
+      return tf.where(finite, tf.cast(metrics["num_examples"], tf.float32), tf.constant(0.0))
+
+    @tff.tensorflow.computation(agg_result_type.result.member, np.float32)
+    def scale_to_all(mean_delta, kept):
+      """Algorithm 1 line 13 (seed 000): the weighted mean over S_t times Σ_{S_t} n_k / N."""
+      return [d * kept * inv_total for d in mean_delta]
 
   # ---- federated computations ------------------------------------------------------
   agg_state_type = agg_process.initialize.type_signature.result.member
@@ -292,8 +320,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     outputs = tff.federated_map(client_update, (broadcast, client_inputs))
     agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
     sums = tff.federated_sum(outputs.metrics)
+    mean_delta = agg_output.result
+    if config.aggregation_norm == "all":  # Σ_{S_t} (n_k / N) Δ_k = (Σ_{S_t} n_k / N) · weighted mean
+      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.metrics)))
+      mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
     updated = tff.federated_map(
-        server_update, (core, hparams, agg_output.result, sums, agg_output.measurements))
+        server_update, (core, hparams, mean_delta, sums, agg_output.measurements))
     new_core, metrics = updated[0], updated[1]
     new_state = tff.federated_zip(collections.OrderedDict(core=new_core, agg=agg_output.state))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics), outputs
