@@ -47,8 +47,9 @@ def test_default_grid_normalisation():
   lr = np.log10(rf.DEFAULT_LR_GRID)
   np.testing.assert_allclose(np.diff(axes[0]) / np.diff(axes[0])[0], np.diff(lr) / np.diff(lr)[0],
                              rtol=1e-5)
-  # Steps (linear): (v − 31) / 98 since mean = 31 and max |v − 31| = 49.
-  np.testing.assert_allclose(axes[1], (np.array(rf.DEFAULT_STEPS_GRID) - 31.0) / 98.0, rtol=1e-6)
+  # Steps, also in log10 space by default (as config.AHConfig): log2 steps 0..4 of 5 -> (i − 2) / 4.
+  np.testing.assert_allclose(axes[1], (np.arange(5) - 2.0) / 4.0, atol=1e-6)
+  assert rf.PolicyConfig().log_scale == (True, True)
   pts, raw = rf.normalized_grid(cfg), rf.grid_values(cfg)
   assert pts.shape == (30, 2) and raw.shape == (30, 2) and pts.dtype == np.float32
   # C order: index = i_lr * 5 + i_steps.
@@ -79,7 +80,7 @@ def test_asymmetric_and_singleton_grids_zero_mean_inside_range(grid):
     (dict(window=2.5), "--ah_window"),
     (dict(hyper_lr=-0.1), "--ah_hyper_lr"),
     (dict(init_std=0.0), "--ah_init_std"),
-    (dict(init_mu=(1.0, 20.0)), "--ah_init_mu"),
+    (dict(init_mu=(1.0, 20.0)), "--ah_init_lr"),
     (dict(init_mu=(0.01,)), "--ah_init_mu"),
     (dict(log_scale=(True,)), "log_scale"),
     (dict(names=("a", "a")), "names"),
@@ -207,6 +208,58 @@ def test_update_matches_numpy_eq7_with_window_wraparound():
     if t == 0:   # a single window entry is its own baseline: no update
       np.testing.assert_allclose(mu, rf.initial_state(cfg).mu, atol=1e-7)
   assert not np.allclose(mu, rf.initial_state(cfg).mu)
+
+
+@pytest.mark.parametrize("kind", ["hold", "detrended"])
+def test_opt_in_baselines_match_numpy(kind):
+  """Eq. 7's update with the opt-in baselines, six rounds, Z = 3, against numpy:
+  hold: ψ unchanged until the window holds Z + 1 rewards, then eq. 7;
+  detrended: r̂_τ = the least-squares line through the window's (τ, r_τ) (np.polyfit)."""
+  cfg = rf.PolicyConfig(window=3, hyper_lr=0.4, init_mu=(0.1, 40.0), init_std=0.3, baseline=kind)
+  pts, b = rf.normalized_grid(cfg), rf.bounds(cfg)
+  st = _tensors(rf.initial_state(cfg))
+  rewards = [0.40, 0.25, 0.21, 0.12, 0.09, 0.02]
+  mu, lp = st.mu.numpy().astype(np.float64), st.log_prec.numpy().astype(np.float64)
+  window = []
+  for t, r in enumerate(rewards):
+    idx, st = rf.sample(st, pts, tf.constant([5, t]))
+    window = (window + [(r, _np_score(pts, mu, lp, int(idx)))])[-(cfg.window + 1):]
+    rs = np.array([w[0] for w in window])
+    if kind == "hold":
+      r_hat = np.full(len(rs), rs.mean()) if len(rs) == cfg.window + 1 else rs  # held: no step
+    elif len(rs) >= 2:
+      tau = np.arange(len(rs), dtype=np.float64)
+      r_hat = np.polyval(np.polyfit(tau, rs, 1), tau)
+    else:
+      r_hat = rs
+    step = cfg.hyper_lr * sum((ri - hi) * w[1] for ri, hi, w in zip(rs, r_hat, window))
+    mu = np.clip(mu + step[:2], b.mu_lo, b.mu_hi)
+    lp = np.clip(lp + step[2:], b.log_prec_lo, b.log_prec_hi)
+    st = rf.record_and_update(st, tf.constant(r), cfg.hyper_lr, b, kind)
+    np.testing.assert_allclose(st.mu.numpy(), mu, atol=1e-4)
+    np.testing.assert_allclose(st.log_prec.numpy(), lp, atol=1e-4)
+    if kind == "detrended" and len(rs) >= 2:
+      assert float(rf.baseline(st, kind)) == pytest.approx(r_hat[-1], abs=1e-5)
+    if t < (cfg.window if kind == "hold" else 2):   # held / a line through ≤ 2 points
+      np.testing.assert_allclose(mu, rf.initial_state(cfg).mu, atol=1e-7)
+  assert not np.allclose(mu, rf.initial_state(cfg).mu)
+
+
+def test_detrended_baseline_ignores_a_linear_reward_trend():
+  """A reward that falls linearly with t and does not depend on h: eq. 7's window mean lags
+  it and moves μ; the detrended baseline leaves ψ where it started."""
+  rewards = 0.3 - 0.02 * np.arange(12)
+  moved = {}
+  for kind in ("mean", "detrended"):
+    cfg = rf.PolicyConfig(window=5, hyper_lr=0.05, baseline=kind)
+    pts, b = rf.normalized_grid(cfg), rf.bounds(cfg)
+    st = _tensors(rf.initial_state(cfg))
+    for t, r in enumerate(rewards):
+      _, st = rf.sample(st, pts, tf.constant([3, t]))
+      st = rf.record_and_update(st, tf.constant(r, tf.float32), cfg.hyper_lr, b, kind)
+    moved[kind] = np.abs(np.concatenate([st.mu.numpy(), st.log_prec.numpy() - 2 * math.log(4)])).max()
+  assert moved["detrended"] < 1e-5
+  assert moved["mean"] > 1e-3
 
 
 def test_positive_advantage_action_gains_probability():

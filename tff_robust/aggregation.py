@@ -1,5 +1,7 @@
-"""Aggregation of client deltas: weighted mean (Δ_t = Σ n_i Δ_i / Σ n_i, Algorithm 1 of
-seed 000) and byzantine-robust alternatives.
+"""Aggregation of client deltas: weighted mean over the sampled clients (Δ_t = Σ_{S_t} n_i Δ_i /
+Σ_{S_t} n_i, Reddi et al.'s form; seed 000's Algorithm 1 line 13 divides by N over all K
+clients instead, which `process` applies on top with ``aggregation_norm="all"``) and
+byzantine-robust alternatives.
 
 Every factory built here is a `tff.aggregators.WeightedAggregationFactory` whose
 ``next(state, deltas@CLIENTS, weights@CLIENTS)`` returns the aggregated delta and a

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tasks.base import Task
+from tff_robust.tasks.base import Task
 from tff_robust import federated_eval
 from tff_robust import server_opt
 from tff_robust.config import FedExConfig, ProcessConfig

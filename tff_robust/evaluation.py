@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tasks.base import AccuracyFn
+from tff_robust.tasks.base import AccuracyFn
 
 
 def assign_weights(model: tf.keras.Model, trainable, non_trainable) -> None:
@@ -46,11 +46,79 @@ def evaluate(model: tf.keras.Model, dataset: tf.data.Dataset,
   return dataset.reduce((zero, zero, zero, zero), step)
 
 
-def sample_examples(dataset: tf.data.Dataset, n: int, seed: int,
-                    buffer: int = 10_000) -> tuple[np.ndarray, ...]:
-  """``n`` examples of an unbatched ``(x, y)`` dataset as numpy arrays (seeded shuffle)."""
-  batch = next(iter(dataset.shuffle(buffer, seed=seed).take(n).batch(n)))
-  return tuple(np.asarray(t) for t in batch)
+def num_examples(dataset: tf.data.Dataset) -> int:
+  """Number of elements of a finite dataset (its cardinality, else one pass)."""
+  n = int(dataset.cardinality())
+  if n >= 0:
+    return n
+  return int(dataset.reduce(np.int64(0), lambda c, _: c + 1))
+
+
+def _take_positions(dataset: tf.data.Dataset, positions: np.ndarray):
+  """The elements at sorted ``positions`` of an unbatched dataset, as numpy arrays."""
+  wanted = tf.constant(np.asarray(positions, np.int64))
+  picked = (dataset.take(int(positions[-1]) + 1).enumerate()
+            .filter(lambda i, _: tf.reduce_any(tf.equal(i, wanted))).map(lambda _, e: e))
+  batch = next(iter(picked.batch(len(positions))))
+  return tf.nest.map_structure(np.asarray, batch)
+
+
+def _concat(parts: list) -> tuple[np.ndarray, ...]:
+  return tuple(tf.nest.map_structure(lambda *a: np.concatenate(a), *parts))
+
+
+def sample_examples(dataset: tf.data.Dataset, n: int, seed: int) -> tuple[np.ndarray, ...]:
+  """``n`` examples of an unbatched ``(x, y)`` dataset, uniform over all of it (no shuffle
+  buffer), as numpy arrays in dataset order; deterministic for ``seed`` and a dataset whose
+  order is fixed."""
+  total = num_examples(dataset)
+  rng = np.random.default_rng([seed, n, 0x5A4D])
+  positions = np.sort(rng.choice(total, size=min(n, total), replace=False))
+  return _concat([_take_positions(dataset, positions)])
+
+
+def stratified_allocation(sizes: Sequence[int], n: int, rng: np.random.Generator) -> np.ndarray:
+  """Examples per client: ⌊n·n_k/N⌋, plus one for r clients drawn with probability ∝ the
+  fractional parts (r = n − Σ⌊·⌋), so E[m_k] = n·n_k/N and |m_k − n·n_k/N| < 1."""
+  sizes = np.asarray(sizes, np.int64)
+  n = min(int(n), int(sizes.sum()))
+  quota = n * sizes / sizes.sum()
+  alloc = np.floor(quota).astype(np.int64)
+  rest = n - int(alloc.sum())
+  if rest > 0:
+    frac = quota - alloc
+    alloc[rng.choice(len(sizes), size=rest, replace=False, p=frac / frac.sum())] += 1
+  return alloc
+
+
+def sample_client_examples(client_data, n: int, seed: int) -> tuple[np.ndarray, ...]:
+  """A server validation sample "representative of the clients' data" (seed 000 §3.3).
+
+  Stratified over clients: client k (sorted ids) gives m_k ≈ n·n_k/N examples
+  (`stratified_allocation`) at positions drawn uniformly without replacement. Everything
+  is drawn from ``seed`` (and n) with numpy, so the sample is the same in every process
+  that asks for it (a resumed run gets the set it started with). Costs one pass over each
+  client's data whose size is not known statically.
+  """
+  ids = sorted(client_data.client_ids)
+  datasets = [client_data.create_tf_dataset_for_client(cid) for cid in ids]
+  sizes = [num_examples(ds) for ds in datasets]
+  rng = np.random.default_rng([seed, n, 0x57A7])
+  alloc = stratified_allocation(sizes, n, rng)
+  parts = []
+  for ds, size, m in zip(datasets, sizes, alloc):
+    if m > 0:
+      parts.append(_take_positions(ds, np.sort(rng.choice(size, size=int(m), replace=False))))
+  return _concat(parts)
+
+
+def server_sample(train, validation: Optional[tf.data.Dataset], n: int,
+                  seed: int) -> tuple[np.ndarray, ...]:
+  """The server-held examples of AH's L_t and of the divergence guard: ``n`` of the task's
+  central validation set if it has one, else `sample_client_examples` of its clients."""
+  if validation is not None:
+    return sample_examples(validation, n, seed)
+  return sample_client_examples(train, n, seed)
 
 
 def metrics_from_sums(loss_sum: float, correct: float, predictions: float, count: float,

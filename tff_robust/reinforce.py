@@ -36,6 +36,9 @@ pairs (r_τ, ∇_ψ log P(h_τ|ψ_τ)); each score is computed when h_τ is samp
 The seed prints "ψ ← ψ − η_H(…)", but its objective (Eq. 3) is to *maximise*
 J_t = E[r_t] and Eq. 4–5 is the gradient of J_t: gradient *ascent* is the
 update that does that, so this module ascends (a sign typo in the seed).
+Opt-in, not in the seed (``baseline``): "hold" keeps ψ until the window is full,
+"detrended" replaces r̂_t by a line fitted through the window's rewards, for the
+first rounds where L_t falls fast and the window mean lags the current reward.
 After each update μ is clamped to the grid's normalised range per dimension
 (seed 000, Fig. 3 caption). As a numerical safeguard (not in the seed)
 log_prec is clamped to [LOG_PREC_MIN, LOG_PREC_MAX], i.e. a standard deviation
@@ -75,6 +78,11 @@ import tensorflow as tf
 DEFAULT_LR_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 DEFAULT_STEPS_GRID = (5.0, 10.0, 20.0, 40.0, 80.0)
 
+# Baselines r̂ of the update: "mean" is eq. 7; "hold" is eq. 7 with ψ held until the window
+# is full (the first Z rounds); "detrended" subtracts, per window entry, a least-squares line
+# through the window's rewards instead of their mean (see `baseline_values`).
+BASELINES = ("mean", "hold", "detrended")
+
 # Numerical safeguard on log_prec (std = exp(−log_prec / 2) in normalised units).
 LOG_PREC_MIN = -6.0
 LOG_PREC_MAX = 9.5
@@ -88,7 +96,8 @@ class PolicyConfig:
     grids: allowed raw values per dimension (strictly increasing, finite;
       positive for log-scale dimensions). Default: client learning rate and
       number of local SGD steps.
-    log_scale: per dimension, normalise log10 of the values (learning rates).
+    log_scale: per dimension, normalise log10 of the values. Default: both (the
+      default grids are geometric), as `config.AHConfig`.
     names: per dimension, a short name used in metric keys and in error
       messages as ``--ah_<name>_grid``. Default ``("lr", "steps")`` for D = 2,
       ``("h0", "h1", ...)`` otherwise.
@@ -107,18 +116,20 @@ class PolicyConfig:
       mode likely (relative weight ~0.7 at a spacing of 0.2) while making the
       far end of the grid rare.
     min_reward: lower clip of the reward; a non-finite L_{t+1} (divergence)
-      gets this reward. −1 is a doubling of the loss. ``None`` = no clip
-      (non-finite L_{t+1} then gives reward 0).
+      gets this reward. −1 is a doubling of the loss. ``None`` = no clip, the
+      seed's r_t (a non-finite L_{t+1} then gives reward 0).
+    baseline: one of `BASELINES`; "mean" is eq. 7.
   """
 
   grids: tuple[tuple[float, ...], ...] = (DEFAULT_LR_GRID, DEFAULT_STEPS_GRID)
-  log_scale: tuple[bool, ...] = (True, False)
+  log_scale: tuple[bool, ...] = (True, True)
   names: Optional[tuple[str, ...]] = None
   window: int = 5
   hyper_lr: float = 0.05
   init_mu: Optional[tuple[float, ...]] = None
   init_std: float = 0.25
   min_reward: Optional[float] = -1.0
+  baseline: str = "mean"
 
   def __post_init__(self):
     grids = tuple(tuple(float(v) for v in g) for g in self.grids)
@@ -154,7 +165,11 @@ class PolicyConfig:
     if not (math.isfinite(self.init_std) and self.init_std > 0):
       raise ValueError(f"--ah_init_std (init_std) must be finite and > 0, got {self.init_std!r}.")
     if self.min_reward is not None and not (math.isfinite(self.min_reward) and self.min_reward < 0):
-      raise ValueError(f"min_reward must be a finite negative number or None, got {self.min_reward!r}.")
+      raise ValueError(f"--ah_reward_clip (min_reward) must be a finite number < 0 or none, "
+                       f"got {self.min_reward!r}.")
+    if self.baseline not in BASELINES:
+      raise ValueError(f"--ah_baseline (baseline) must be one of {', '.join(BASELINES)}, "
+                       f"got {self.baseline!r}.")
     if self.init_mu is not None:
       init_mu = tuple(float(v) for v in self.init_mu)
       object.__setattr__(self, "init_mu", init_mu)
@@ -163,7 +178,7 @@ class PolicyConfig:
             f"--ah_init_mu (init_mu) must have {dims} values (one per grid), got {init_mu}.")
       for name, v, g in zip(names, init_mu, grids):
         if not (g[0] <= v <= g[-1]):
-          raise ValueError(f"--ah_init_mu (init_mu) for {name} must lie in the grid range "
+          raise ValueError(f"--ah_init_{name} (init_mu) must lie in the grid range "
                            f"[{g[0]}, {g[-1]}], got {v}.")
 
   @property
@@ -357,13 +372,38 @@ def reward(loss_before, loss_after, min_reward: Optional[float] = -1.0) -> tf.Te
   return tf.where(valid_before, r, 0.0)
 
 
-def record_and_update(state: PolicyState, reward_t, hyper_lr, clamp: Bounds) -> PolicyState:
+def baseline_values(rewards, count, kind: str = "mean") -> tf.Tensor:
+  """r̂ for every window entry, [Z+1] (0 outside the ``count`` valid, newest, entries).
+
+  "mean"/"hold": r̂_t of eq. 7, the mean of the valid rewards, for every entry.
+  "detrended": r̂_τ = a + b·τ, the least-squares line through the valid (τ, r_τ), so a
+  reward that only falls (or rises) with t gives no advantage; with fewer than 3
+  valid entries the line passes through them all and the update is 0.
+  """
+  rewards = tf.cast(rewards, tf.float32)
+  size = tf.shape(rewards)[0]
+  valid = tf.cast(tf.range(size) >= size - count, tf.float32)
+  n = tf.maximum(tf.cast(count, tf.float32), 1.0)
+  mean_r = tf.reduce_sum(valid * rewards) / n
+  if kind != "detrended":
+    return valid * mean_r
+  tau = tf.cast(tf.range(size), tf.float32)
+  mean_tau = tf.reduce_sum(valid * tau) / n
+  dt = valid * (tau - mean_tau)
+  slope = tf.math.divide_no_nan(tf.reduce_sum(dt * (rewards - mean_r)), tf.reduce_sum(dt * dt))
+  return valid * (mean_r + slope * (tau - mean_tau))
+
+
+def record_and_update(state: PolicyState, reward_t, hyper_lr, clamp: Bounds,
+                      baseline_kind: str = "mean") -> PolicyState:
   """Pushes (r_t, score of h_t at ψ_t) into the window and applies Eq. 7 (ascent).
 
-  ψ_{t+1} = ψ_t + η_H Σ_{valid τ} (r_τ − r̂_t) ∇_ψ log P(h_τ|ψ_τ), r̂_t the mean
-  of the valid rewards (Algorithm 1, lines 16–18 with Z' = min(Z, t−1)); then
-  μ and log_prec are clamped to ``clamp``. The seed's "ψ − η_H" is a sign typo:
-  the objective (Eq. 3) is maximised. A non-finite reward is recorded as 0.
+  ψ_{t+1} = ψ_t + η_H Σ_{valid τ} (r_τ − r̂_τ) ∇_ψ log P(h_τ|ψ_τ), r̂ from
+  `baseline_values` (eq. 7 for "mean": the mean of the valid rewards, Algorithm 1
+  lines 16–18 with Z' = min(Z, t−1); "hold" leaves ψ unchanged until the window
+  holds Z + 1 rewards); then μ and log_prec are clamped to ``clamp``. The seed's
+  "ψ − η_H" is a sign typo: the objective (Eq. 3) is maximised. A non-finite
+  reward is recorded as 0.
   """
   r = tf.cast(reward_t, tf.float32)
   r = tf.where(tf.math.is_finite(r), r, 0.0)
@@ -372,8 +412,9 @@ def record_and_update(state: PolicyState, reward_t, hyper_lr, clamp: Bounds) -> 
   size = tf.shape(rewards)[0]
   count = tf.minimum(state.count + 1, size)
   valid = tf.cast(tf.range(size) >= size - count, tf.float32)
-  baseline = tf.reduce_sum(valid * rewards) / tf.cast(count, tf.float32)
-  weights = valid * (rewards - baseline)
+  weights = valid * (rewards - baseline_values(rewards, count, baseline_kind))
+  if baseline_kind == "hold":
+    weights *= tf.cast(count >= size, tf.float32)
   step = tf.cast(hyper_lr, tf.float32) * tf.linalg.matvec(scores, weights, transpose_a=True)
   d = tf.shape(state.mu)[0]
   mu = tf.clip_by_value(state.mu + step[:d], clamp.mu_lo, clamp.mu_hi)
@@ -383,7 +424,8 @@ def record_and_update(state: PolicyState, reward_t, hyper_lr, clamp: Bounds) -> 
 
 
 def observe_loss(state: PolicyState, loss_after, hyper_lr, clamp: Bounds,
-                 min_reward: Optional[float] = -1.0) -> tuple[PolicyState, tf.Tensor]:
+                 min_reward: Optional[float] = -1.0,
+                 baseline_kind: str = "mean") -> tuple[PolicyState, tf.Tensor]:
   """End of round: r_t from (state.last_loss, L_{t+1}), Eq. 7 update, last_loss ← L_{t+1}.
 
   If ``state.last_loss`` (L_t) is unknown (non-finite), the round only records
@@ -392,18 +434,15 @@ def observe_loss(state: PolicyState, loss_after, hyper_lr, clamp: Bounds,
   la = tf.cast(loss_after, tf.float32)
   r = reward(state.last_loss, la, min_reward)
   known = tf.math.is_finite(state.last_loss)
-  updated = record_and_update(state, r, hyper_lr, clamp)
+  updated = record_and_update(state, r, hyper_lr, clamp, baseline_kind)
   new_state = tf.nest.map_structure(lambda u, s: tf.where(known, u, s), updated,
                                     tf.nest.map_structure(tf.convert_to_tensor, state))
   return new_state._replace(last_loss=la), r
 
 
-def baseline(state: PolicyState) -> tf.Tensor:
-  """r̂: mean of the valid rewards in the window (0 if empty)."""
-  size = tf.shape(state.rewards)[0]
-  valid = tf.cast(tf.range(size) >= size - state.count, tf.float32)
-  n = tf.maximum(tf.cast(state.count, tf.float32), 1.0)
-  return tf.reduce_sum(valid * state.rewards) / n
+def baseline(state: PolicyState, kind: str = "mean") -> tf.Tensor:
+  """r̂ of the newest window entry (eq. 7: the mean of the valid rewards; 0 if empty)."""
+  return baseline_values(state.rewards, state.count, kind)[-1]
 
 
 # ----------------------------------------------------------------------------
@@ -443,5 +482,5 @@ def policy_metrics(config: PolicyConfig, state: PolicyState) -> collections.Orde
     out[f"{name}_std"] = std[p]
     out[f"{name}_sigma"] = sigma[p]
   out["reward"] = tf.cast(state.last_reward, tf.float32)
-  out["reward_baseline"] = baseline(state)
+  out["reward_baseline"] = baseline(state, config.baseline)
   return out
