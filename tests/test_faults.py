@@ -126,6 +126,36 @@ def test_divergence_guard_rejects_exploding_rounds(tff_rt, tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp_path):
+  """A rejected round keeps the model, but not the round counter: the next round draws a new
+  h_t (it is seeded by the round), and ψ keeps the rejected h_t's (clipped) reward while L_t
+  stays the kept model's loss. Before, the whole state was kept and the same h_t came again."""
+  from tff_robust.config import AHConfig  # pylint: disable=g-import-not-at-top
+  task = test_loop._task()
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8),
+                      server=ServerConfig(opt="sgd", lr=1e4), seed=2,
+                      ah=AHConfig(lr_grid=(0.01, 0.03, 0.1, 0.3), steps_grid=(2, 4, 8), window=3,
+                                  hyper_lr=0.5))
+  lcfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=3, clients_per_round=3, seed=1,
+                         divergence_factor=2.0)
+  driver = loop.build_training_loop(task, cfg, lcfg, ah_val_examples=64)
+  initial = driver.process.initialize()
+  driver.run()
+  assert [h["rejected_round"] for h in driver.history] == [1.0, 1.0, 1.0]
+  for a, b in zip(driver.process.get_model_weights(driver.state).trainable,
+                  driver.process.get_model_weights(initial).trainable):
+    np.testing.assert_array_equal(a, b)
+  core, core0 = driver.state["core"], initial["core"]
+  assert int(core["round"]) == 3
+  assert [h["ah_reward"] for h in driver.history] == [-1.0, -1.0, -1.0]  # clipped: the loss exploded
+  # The policy kept the rejected rounds' rewards (eq. 7's window; equal rewards move no μ).
+  assert int(core["ah"].count) == 3
+  np.testing.assert_array_equal(np.asarray(core["ah"].rewards)[-3:], [-1.0, -1.0, -1.0])
+  # L_t is still L(w_0) of the kept model, so the next accepted round's reward is against it.
+  assert np.isfinite(float(core0["ah"].last_loss))
+  np.testing.assert_allclose(float(core["ah"].last_loss), float(core0["ah"].last_loss), rtol=1e-6)
+
+
 def test_two_workers_equal_the_local_runtime(tff_rt):
   clients = test_process.make_clients(sizes=(30, 40, 50, 20), seed=9)
   q = process.build_process(test_process.SPEC, ProcessConfig(

@@ -170,6 +170,8 @@ class TrainingLoop:
           config.max_clients_in_memory)
     self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
     self._test = task.test.batch(config.eval_batch_size).cache()
+    self._val = (task.validation.batch(config.eval_batch_size).cache()
+                 if task.validation is not None else None)
     self._guard_loss: Optional[float] = None
     if config.divergence_factor > 0:
       self._guard_data = tf.data.Dataset.from_tensor_slices(  # same from (seed) on every restart
@@ -221,7 +223,11 @@ class TrainingLoop:
     return self._evaluate(weights.trainable, weights.non_trainable, dataset)
 
   def evaluate(self, state) -> dict[str, float]:
-    return {f"test_{k}": v for k, v in self._metrics_of(state, self._test).items()}
+    """Test metrics (``test_*``) and, when the task holds out validation data, ``val_*``."""
+    out = {f"test_{k}": v for k, v in self._metrics_of(state, self._test).items()}
+    if self._val is not None:
+      out.update({f"val_{k}": v for k, v in self._metrics_of(state, self._val).items()})
+    return out
 
   # ---- checkpoints -------------------------------------------------------------------
   def _save(self, state, round_num: int) -> None:
@@ -286,7 +292,9 @@ class TrainingLoop:
         metrics.update(dropped_clients=float(len(sampled) - len(cids)),
                        byzantine_clients=float(np.sum(byz)), skipped_round=0.0)
         if self._diverged(output.state, metrics):
-          metrics["rejected_round"] = 1.0  # divergence guard: keep the previous model
+          # Divergence guard: keep the previous model; the round counter and AH's policy move on.
+          metrics["rejected_round"] = 1.0
+          state = self.process.after_rejection(state, output.state)
         else:
           metrics["rejected_round"] = 0.0
           state = output.state
@@ -314,7 +322,7 @@ class TrainingLoop:
         raise StoppedError(round_num)
       final = metrics
     self.state = state
-    result = {k: v for k, v in final.items() if k.startswith("test_")}
+    result = {k: v for k, v in final.items() if k.startswith(("test_", "val_"))}
     if not result:
       result = self.evaluate(state)
     with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:

@@ -52,14 +52,17 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     next_with_client_states: with ``--rm_client_state=persist``, a computation
       ``(state, client_inputs) -> (LearningProcessOutput, θ@CLIENTS)``; ``None`` otherwise.
     trainer: the `client_work.ClientTrainer` (describes the client input).
+    after_rejection: ``(previous_state, rejected_state) -> state`` for a round the
+      training loop's divergence guard rejects (see `build_process`).
   """
 
   def __init__(self, initialize_fn, next_fn, get_model_weights, set_model_weights, *,
-               next_with_client_states, trainer: client_work.ClientTrainer,
+               next_with_client_states, trainer: client_work.ClientTrainer, after_rejection,
                get_hparams_fn=None, set_hparams_fn=None):
     super().__init__(initialize_fn, next_fn, get_model_weights, set_model_weights,
                      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
     self.next_with_client_states = next_with_client_states
+    self.after_rejection = after_rejection
     self.trainer = trainer
     self.client_input_type = trainer.input_type()
 
@@ -355,6 +358,22 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     core["model"] = weights
     return collections.OrderedDict(core=core, agg=state["agg"])
 
+  @tff.tensorflow.computation(full_state_type, full_state_type)
+  def after_rejection(previous, rejected):
+    """The state after a round the divergence guard rejected: ``previous``'s model, optimizer
+    and aggregator state, but the round counter of ``rejected`` (the next round draws a new
+    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's
+    reward, L_t kept at the kept model's loss (server loss source; the clients' source
+    measured L_t on the kept model already)."""
+    core = collections.OrderedDict(previous["core"].items())
+    core["round"] = rejected["core"]["round"]
+    if policy is not None:
+      ah = reinforce.PolicyState(*rejected["core"]["ah"])
+      if not client_loss:
+        ah = ah._replace(last_loss=reinforce.PolicyState(*previous["core"]["ah"]).last_loss)
+      core["ah"] = ah
+    return collections.OrderedDict(core=core, agg=previous["agg"])
+
   @tff.tensorflow.computation(full_state_type)
   def get_hparams(state):
     return optimizer.get_hparams(state["core"]["opt"])
@@ -367,4 +386,5 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   return RobustProcess(initialize_fn, next_fn, get_model_weights, set_model_weights,
                        next_with_client_states=next_with_client_states, trainer=trainer,
+                       after_rejection=after_rejection,
                        get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
