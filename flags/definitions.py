@@ -44,6 +44,10 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_clients", None, "Clients for centrally held data sets (default: the task's, 10 as in seed 000); "
                        "for natural splits a seeded sample of that many (0 = all).")
   flags.DEFINE_float("dirichlet_alpha", 0.5, "Concentration of the dirichlet partition.")
+  flags.DEFINE_float("validation_fraction", 0.0,
+                     "Share of each client's training examples held out as server-held validation data "
+                     "(val_loss / val_accuracy in the metrics; AH's L_t and the guard draw from it); "
+                     "for choosing hyper-parameters without the test split. mnist, cifar10 only.")
   # Rounds and sampling.
   flags.DEFINE_integer("rounds", 30, "Number of federated rounds.")
   flags.DEFINE_integer("clients_per_round", 0, "Clients sampled per round (0: use --client_fraction).")
@@ -229,7 +233,8 @@ def parse(f=FLAGS) -> RunConfig:
 
   task_options = TaskOptions(
       data_source=f.data_source, data_dir=f.data_dir, num_clients=f.num_clients,
-      partition=f.partition, dirichlet_alpha=f.dirichlet_alpha, model=f.model, seed=f.seed)
+      partition=f.partition, dirichlet_alpha=f.dirichlet_alpha, model=f.model, seed=f.seed,
+      validation_fraction=f.validation_fraction)
   if not tasks.is_plugin(f.task):
     tasks.validate_task_options(f.task, task_options)
 

@@ -89,6 +89,9 @@ def _check_common(options: TaskOptions) -> None:
     raise ValueError(f"--dirichlet_alpha={alpha!r} is not valid; it must be a finite number > 0.")
   if not _is_int(options.seed) or not 0 <= options.seed < 2**32:
     raise ValueError(f"--seed={options.seed!r} is not valid; it must be an integer in [0, 2**32).")
+  frac = options.validation_fraction
+  if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0.0 <= frac < 1.0:
+    raise ValueError(f"--validation_fraction={frac!r} is not valid; it must be a number in [0, 1).")
 
 
 def resolve_options(name: str, options: TaskOptions) -> TaskOptions:
@@ -110,6 +113,11 @@ def resolve_options(name: str, options: TaskOptions) -> TaskOptions:
     raise ValueError(
         f"--num_clients={resolved.num_clients} is not valid for task {name!r} with "
         f"--partition={resolved.partition!r}; it must be >= 1.")
+  if resolved.validation_fraction > 0 and not getattr(module, "HOLDS_OUT_VALIDATION", False):
+    able = ", ".join(n for n in task_names() if getattr(task_module(n), "HOLDS_OUT_VALIDATION", False))
+    raise ValueError(f"--validation_fraction={resolved.validation_fraction:g} is not valid for task "
+                     f"{name!r}: only the tasks whose clients are partitioned here hold out validation "
+                     f"data ({able}); use 0.")
   check = getattr(module, "validate_options", None)
   if check is not None:
     check(resolved)

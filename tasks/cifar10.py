@@ -23,6 +23,8 @@ from tff_robust.tasks import partition as partition_lib
 from tff_robust.tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
 
 NAME = "cifar10"
+# --validation_fraction holds out a share of each client's images (partition.hold_out).
+HOLDS_OUT_VALIDATION = True
 DATA_SOURCES = ("tfds",)
 MODELS = ("cnn",)
 PARTITIONS = ("one_class", "iid", "dirichlet")
@@ -83,14 +85,16 @@ def build_task(options: TaskOptions) -> Task:
   """Builds CIFAR-10: partitioned train images, pooled test images, seed 000's CNN."""
   options = tasks.resolve_options(NAME, options)
   x_train, y_train, x_test, y_test = load_tfds(options.data_dir)
-  train, partition_desc = partition_lib.partitioned_client_data(
+  train, validation, partition_desc = partition_lib.partitioned_client_data(
       x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
-      seed=options.seed, preprocess=_scale)
+      seed=options.seed, preprocess=_scale,
+      validation_fraction=options.validation_fraction)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(_scale)
   return Task(
       name=NAME,
       train=train,
       test=test,
+      validation=validation,
       model_fn=create_cnn,
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=sparse_accuracy,

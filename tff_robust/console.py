@@ -172,6 +172,8 @@ def format_round(round_num: int, rounds: int, metrics: Mapping[str, float],
     test = f"test loss {metrics['test_loss']:.4f}"
     if "test_accuracy" in metrics:
       test += f" acc {metrics['test_accuracy']:.4f}"
+    if "val_accuracy" in metrics:
+      test += f"  val acc {metrics['val_accuracy']:.4f}"
     parts.append("| " + test)
   return "  ".join(parts)
 
