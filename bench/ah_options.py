@@ -11,6 +11,8 @@ Rule (`choose`, once per entry of `RULES`): the variant with the best validation
 averaged over the rows and seeds; it must beat the setting in force (the first candidate: the
 grid centre with eq. 7's baseline before this study; λ = 1) by more than one standard error of
 the paired (row, seed) difference, else that setting stays. The test split never chooses.
+Every variant names what it sets, so the table does not move when the flagfiles follow a
+choice (they now start AH at FA's operating point and use λ = 0.3).
 
     uv run python bench/ah_options.py --seeds=3 --rounds=60 --parallel=2   # every variant
     uv run python bench/ah_options.py --variants=fa,centre,fa_start --report_only
@@ -41,9 +43,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "centre_hold": ("FA+AH", CENTRE + ("--ah_baseline=hold",)),
     "centre_detrended": ("FA+AH", CENTRE + ("--ah_baseline=detrended",)),
     "fa_start_detrended": ("FA+AH", FA_START + ("--ah_baseline=detrended",)),
-    "rm": ("FA+RM", ()),
+    "rm": ("FA+RM", ("--rm_weight=1.0",)),
     "rm_w0.3": ("FA+RM", ("--rm_weight=0.3",)),
-    "rm_ah": ("FA+RM+AH", FA_START),
+    "rm_ah": ("FA+RM+AH", FA_START + ("--rm_weight=1.0",)),
+    "rm_ah_w0.3": ("FA+RM+AH", FA_START + ("--rm_weight=0.3",)),
 }
 # Each rule: candidates, the first being the setting in force when it was measured.
 RULES = {
@@ -166,7 +169,7 @@ def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--root", default="/tmp/tff_robust/ah_options")
   p.add_argument("--variants", default="fa,centre,fa_start,centre_std0.1,centre_hold,centre_detrended,"
-                                        "fa_start_detrended,rm,rm_w0.3,rm_ah")
+                                        "fa_start_detrended,rm,rm_w0.3,rm_ah,rm_ah_w0.3")
   p.add_argument("--rows", default="c1.0_noniid,c0.5_noniid")
   p.add_argument("--seeds", type=int, default=3)
   p.add_argument("--rounds", type=int, default=60)

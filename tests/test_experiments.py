@@ -128,7 +128,7 @@ def test_seed000_cells_parse_to_the_method():
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
-      assert cfg.process.client.rm_weight == (1.0 if "rm" in ing else 0.0)  # one weight, per unit
+      assert cfg.process.client.rm_weight == (0.3 if "rm" in ing else 0.0)  # one weight, per unit
       assert cfg.process.client.rm_normalize == "unit"
       assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
       if "fa" in ing:
