@@ -151,6 +151,7 @@ def test_table4_cells_pin_one_client_30_steps():
     assert (c.lr_schedule, c.steps_decay_rate) == ("constant", 1.0)
     if cfg.process.ah is not None:
       assert cfg.process.ah.steps_grid == (30,)
+      assert cfg.process.ah.policy_config().init_mu[1] == 30.0  # AH's start lies on that grid
 
 
 def test_seed004_cells_parse_with_the_papers_rates():
