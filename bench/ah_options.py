@@ -29,6 +29,8 @@ import sys
 
 import numpy as np
 
+from tff_robust.flags import definitions, record
+
 # AH's start: the grid centre (the project default, √(0.001·0.3) and √(5·80) on the log grids),
 # or seed000_mnist.cfg's FA operating point (round 1 of FA: lr 0.1, 50 steps; the flagfiles'
 # start since this study).
@@ -69,17 +71,6 @@ def run_variant(name: str, args) -> int:
   return subprocess.run(cmd, check=False).returncode
 
 
-def _recorded_flags(run_dir: str) -> dict[str, str]:
-  """The run's effective flags, from the hparams.cfg that main writes."""
-  out = {}
-  with open(os.path.join(run_dir, "hparams.cfg")) as f:
-    for line in f:
-      if line.startswith("--"):
-        key, _, value = line.strip()[2:].partition("=")
-        out[key] = value
-  return out
-
-
 def _same(a: str, b: str) -> bool:
   try:
     return math.isclose(float(a), float(b), rel_tol=1e-6)
@@ -90,7 +81,8 @@ def _same(a: str, b: str) -> bool:
 def matches(name: str, run_dir: str) -> bool:
   """The run was made with the variant's flags (a flagfile edited while runs start would
   otherwise slip another setting in); the centre may also be the unset default."""
-  recorded = _recorded_flags(run_dir)
+  definitions.define_flags()
+  recorded = {k: str(v) for k, v in (record.read_record(run_dir) or {}).items()}
   for flag in VARIANTS[name][1]:
     key, _, value = flag[2:].partition("=")
     if key not in recorded and flag in CENTRE:

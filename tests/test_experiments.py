@@ -455,28 +455,12 @@ def test_reduced_table1_end_to_end(tmp_path):
   assert not workers_with(marker), "a worker_binary outlived its run"
 
 
-def _composed_flags(files) -> dict[str, str]:
-  """--name=value of flagfiles in order (later files override), as absl composes them."""
-  values = {}
-  for name in files:
-    with open(os.path.join(ex.FLAGS_DIR, name)) as f:
-      for line in f:
-        line = line.strip()
-        if line.startswith("--"):
-          key, _, value = line[2:].partition("=")
-          values[key] = value
-  return values
-
-
 @pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
 def test_seed000_ah_starts_at_the_tasks_fa_operating_point(task):
   """Every task's AH cells start μ at that task's FA client lr and local steps (the rule of
   flags/seed000_fa_ah.cfg), inside that task's grid."""
-  ah = _composed_flags(ex.seed000_files(task, ("ah", "rm")))
-  fa = _composed_flags(ex.seed000_files(task, ("fa",)))
-  assert float(ah["ah_init_lr"]) == float(fa["client_lr"])
-  assert int(ah["ah_init_steps"]) == int(fa["local_steps"])
-  lrs = [float(v) for v in ah["ah_lr_grid"].split(",")]
-  steps = [int(v) for v in ah["ah_steps_grid"].split(",")]
-  assert min(lrs) <= float(ah["ah_init_lr"]) <= max(lrs)
-  assert min(steps) <= int(ah["ah_init_steps"]) <= max(steps)
+  ah = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
+  fa = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa"), 0, "/tmp/x")).process
+  assert ah.ah.init_lr == fa.client.lr
+  assert ah.ah.init_steps == fa.client.local_steps
+  ah.ah.policy_config()  # raises unless the start lies inside the task's grid
