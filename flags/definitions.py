@@ -47,7 +47,7 @@ def define_flags() -> None:
   flags.DEFINE_float("validation_fraction", 0.0,
                      "Share of each client's training examples held out as server-held validation data "
                      "(val_loss / val_accuracy in the metrics; AH's L_t and the guard draw from it); "
-                     "for choosing hyper-parameters without the test split. mnist, cifar10 only.")
+                     "for choosing hyper-parameters without the test split. mnist, cifar10, synthetic only.")
   # Rounds and sampling.
   flags.DEFINE_integer("rounds", 30, "Number of federated rounds.")
   flags.DEFINE_integer("clients_per_round", 0, "Clients sampled per round (0: use --client_fraction).")

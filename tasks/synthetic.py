@@ -33,6 +33,8 @@ NAME = "synthetic"
 DATA_SOURCES = ("synthetic_1_1", "synthetic_0.5_0.5", "synthetic_0_0", "iid")
 MODELS = ("logreg",)
 PARTITIONS = ("natural",)
+# --validation_fraction holds out a share of each client's training examples (partition.hold_out).
+HOLDS_OUT_VALIDATION = True
 NUM_CLASSES = 10
 DIM = 60
 TEST_FRACTION = 0.2
@@ -129,15 +131,22 @@ def build_task(options: TaskOptions) -> Task:
     test_y.append(c.y[test_idx])
     parts.append(np.arange(offset, offset + train_idx.size))
     offset += train_idx.size
-  train = partition_lib.client_data_from_arrays(np.concatenate(train_x), np.concatenate(train_y), parts)
+  all_x, all_y = np.concatenate(train_x), np.concatenate(train_y)
+  validation, held_desc = None, ""
+  if options.validation_fraction > 0:
+    parts, held = partition_lib.hold_out(parts, options.validation_fraction, options.seed)
+    validation = tf.data.Dataset.from_tensor_slices((all_x[held], all_y[held]))
+    held_desc = f" ({held.size} held out for validation)"
+  train = partition_lib.client_data_from_arrays(all_x, all_y, parts)
   test = tf.data.Dataset.from_tensor_slices((np.concatenate(test_x), np.concatenate(test_y)))
   return Task(
       name=NAME,
       train=train,
       test=test,
+      validation=validation,
       model_fn=create_logreg,
       loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       accuracy_fn=sparse_accuracy,
       num_classes=NUM_CLASSES,
       info=(f"FedProx {options.data_source}: {options.num_clients} clients (seed {options.seed}), "
-            f"{offset} train / {sum(t.size for t in test_y)} test examples; model logreg."))
+            f"{offset} train{held_desc} / {sum(t.size for t in test_y)} test examples; model logreg."))

