@@ -13,6 +13,7 @@ same SGD work.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -57,7 +58,9 @@ def main() -> None:
   parser.add_argument("--rounds", type=int, default=20)
   parser.add_argument("--ah_val_examples", type=int, default=500)
   parser.add_argument("--data_dir", default=None, help="speech_commands folder")
+  parser.add_argument("--json_out", default=None, help="also write the medians and ratios here")
   args = parser.parse_args()
+  out = {"steps": args.steps, "batch_size": args.batch_size, "rounds": args.rounds, "tasks": {}}
 
   print(f"one client, {args.steps} SGD steps at batch {args.batch_size}; median (std) seconds "
         f"over {args.rounds} rounds; AH validation set {args.ah_val_examples} examples")
@@ -89,6 +92,11 @@ def main() -> None:
       cells = [f"{med[m]:.3f} ({statistics.pstdev(runs[m][2]):.3f}) ×{med[m] / med['FA']:.2f}"
                for m in METHODS]
       print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+      out["tasks"][name] = {m: {"median": med[m], "std": statistics.pstdev(runs[m][2]),
+                                "ratio_to_fa": med[m] / med["FA"]} for m in METHODS}
+  if args.json_out:
+    with open(args.json_out, "w") as f:
+      json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ federated runtime at all.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -47,6 +48,7 @@ def main() -> None:
   parser.add_argument("--batch_size", type=int, default=64)
   parser.add_argument("--lr", type=float, default=0.05)
   parser.add_argument("--rounds", type=int, default=10)
+  parser.add_argument("--json_out", default=None, help="also write the medians and ratios here")
   args = parser.parse_args()
 
   task = tasks.load_task(args.task, TaskOptions(num_clients=args.clients, partition="iid",
@@ -111,6 +113,12 @@ def main() -> None:
     print(f"  {k:12s} {v:.3f}s  (min {min(results[k]):.3f}, max {max(results[k]):.3f})")
   print(f"  ratio tff_robust / tff_fedavg = {med['tff_robust'] / med['tff_fedavg']:.2f}")
   print(f"  ratio tff_robust / plain_tf   = {med['tff_robust'] / med['plain_tf']:.2f}")
+  if args.json_out:
+    with open(args.json_out, "w") as f:
+      json.dump({"task": args.task, "clients": len(cids), "steps": args.steps,
+                 "batch_size": args.batch_size, "rounds": args.rounds, "median_seconds": med,
+                 "ratio_to_tff_fedavg": med["tff_robust"] / med["tff_fedavg"],
+                 "ratio_to_plain_tf": med["tff_robust"] / med["plain_tf"]}, f, indent=1)
 
 
 if __name__ == "__main__":

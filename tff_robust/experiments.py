@@ -426,6 +426,10 @@ class Run:
   root_output_dir: str
   overrides: Overrides = Overrides()
 
+  # The program a run starts and the file it writes last (a run is done when it exists).
+  MODULE = "tff_robust.main"
+  DONE_FILE = "final_metrics.json"
+
   @property
   def experiment_name(self) -> str:
     return f"{self.cell.cell_id}_s{self.seed}"
@@ -446,7 +450,11 @@ class Run:
                f"--root_output_dir={self.root_output_dir}"])
 
   def command(self, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "tff_robust.main", *self.flags()]
+    return [python, "-m", self.MODULE, *self.flags()]
+
+  @property
+  def done_path(self) -> str:
+    return os.path.join(self.output_dir, self.DONE_FILE)
 
   def signature(self) -> list[str]:
     """The effective flags (flagfiles expanded), without the output root: what the run computes."""
@@ -475,7 +483,7 @@ class Run:
   def status(self) -> str:
     if self.conflict() is not None:
       return CONFLICT
-    if os.path.exists(os.path.join(self.output_dir, "final_metrics.json")):
+    if os.path.exists(self.done_path):
       return DONE
     return PENDING
 
@@ -569,7 +577,7 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
   for run in runs:
     st = run.status()
     if st == DONE:
-      results[run.experiment_name] = RunResult(run, "skipped", message="final_metrics.json exists")
+      results[run.experiment_name] = RunResult(run, "skipped", message=f"{run.DONE_FILE} exists")
     elif st == CONFLICT:
       results[run.experiment_name] = RunResult(run, "conflict", message=run.conflict())
       echo(f"conflict {run.experiment_name}: {run.conflict()}")
@@ -605,7 +613,7 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
         run, t0, log = active.pop(proc)
         log.close()
         seconds = time.monotonic() - t0
-        if proc.returncode == 0 and os.path.exists(os.path.join(run.output_dir, "final_metrics.json")):
+        if proc.returncode == 0 and os.path.exists(run.done_path):
           results[run.experiment_name] = RunResult(run, "done", seconds)
           echo(f"done {run.experiment_name} ({seconds:.0f} s)")
         else:
