@@ -49,6 +49,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rm_w0.3": ("FA+RM", ("--rm_weight=0.3",)),
     "rm_ah": ("FA+RM+AH", FA_START + ("--rm_weight=1.0",)),
     "rm_ah_w0.3": ("FA+RM+AH", FA_START + ("--rm_weight=0.3",)),
+    "rm_ah_w0.3_detrended": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--ah_baseline=detrended")),
+    # Diagnostics, not choices: entropy regularisation off (the seed adds ER to every run).
+    "fa_noer": ("FA", ("--er_h_min=0",)),
+    "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--er_h_min=0")),
 }
 # Each rule: candidates, the first being the setting in force when it was measured.
 RULES = {
@@ -56,6 +60,7 @@ RULES = {
     "AH baseline at the centre": ("centre", "centre_hold", "centre_detrended"),
     "AH baseline at FA's start": ("fa_start", "fa_start_detrended"),
     "RM weight": ("rm", "rm_w0.3"),
+    "FA+RM+AH's baseline": ("rm_ah_w0.3", "rm_ah_w0.3_detrended"),
 }
 METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
 
@@ -161,7 +166,7 @@ def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--root", default="/tmp/tff_robust/ah_options")
   p.add_argument("--variants", default="fa,centre,fa_start,centre_std0.1,centre_hold,centre_detrended,"
-                                        "fa_start_detrended,rm,rm_w0.3,rm_ah,rm_ah_w0.3")
+                                        "fa_start_detrended,rm,rm_w0.3,rm_ah,rm_ah_w0.3,rm_ah_w0.3_detrended")
   p.add_argument("--rows", default="c1.0_noniid,c0.5_noniid")
   p.add_argument("--seeds", type=int, default=3)
   p.add_argument("--rounds", type=int, default=60)
