@@ -29,6 +29,7 @@ def _table_cells(markdown: str) -> list[str]:
   return cells
 
 
+@pytest.mark.timeout(2400)  # about 40 short runs, two at a time
 @pytest.mark.skipif(espeak_corpus.espeak_binary() is None, reason="espeak-ng speaks the KWS corpus")
 def test_reduced_page_fills_every_cell_and_figure(tmp_path):
   root, docs = tmp_path / "runs", tmp_path / "docs"
