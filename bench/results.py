@@ -373,6 +373,10 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
 def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str) -> None:
   table = table3(corpus)
   summary = ex.summarize(table, runs)
+  for row, line in zip(table.rows, summary.body):  # cells the plan leaves out (iid: FA only)
+    for k, col in enumerate(table.columns):
+      if table.cell(row.key, col.key) is None:
+        line[len(table.row_headers) + k] = "not run"
   m = means(runs)
   page.lines += ["## Seed 000 Table 3: keyword spotting on the espeak corpus", "",
                  f"Ten keywords spoken by espeak-ng (`python -m tff_robust.tasks.espeak_corpus "
