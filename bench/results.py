@@ -412,7 +412,7 @@ def section_fig3(page: Page, t1: list[ex.Run], t3: list[ex.Run]) -> None:
                  "(the KWS plan has no iid FA+RM+AH run).", ""]
   if specs:
     page.figure("results_fig3.png",
-                lambda p: plot.plot_trajectories(p, sorted(specs), title=f"FA+RM+AH, C = 1.0, seed 0: "
+                lambda p: plot.plot_trajectories(p, specs, title=f"FA+RM+AH, C = 1.0, seed 0: "
                                                  f"mean of P(h|ψ), {page.stamp}"),
                 f"μ of FA+RM+AH (learning rate, top; local steps, bottom; dots: the sampled h_t), "
                 f"seed 0; {page.stamp}, `{page.command}`.")
