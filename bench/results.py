@@ -42,7 +42,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
@@ -247,13 +246,6 @@ def means(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple
   return {k: statistics.fmean(v) for k, v in vals.items()}
 
 
-def curve(run: ex.Run, key: str = "test_accuracy") -> tuple[np.ndarray, np.ndarray]:
-  m = plot.read_metrics(run.output_dir, need_ah=False)
-  x, y = np.asarray(m["round"]), np.asarray(m.get(key, [np.nan] * len(m["round"])), float)
-  keep = ~np.isnan(y)
-  return x[keep], 100.0 * y[keep]
-
-
 def draw_curves(out_png: str, panels: dict[str, dict[str, list[ex.Run]]], title: str) -> str:
   """Test accuracy per round: one panel per row, one line per method (mean), band min..max."""
   fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 3.9), squeeze=False)
@@ -262,13 +254,10 @@ def draw_curves(out_png: str, panels: dict[str, dict[str, list[ex.Run]]], title:
       done = [r for r in runs if r.status() == ex.DONE]
       if not done:
         continue
-      series = [curve(r) for r in done]
-      n = min(len(s[0]) for s in series)
-      x, ys = series[0][0][:n], np.array([s[1][:n] for s in series])
-      line, = ax.plot(x, ys.mean(0), marker="o" if n < 15 else None, markersize=3, label=label,
-                      linestyle="--" if "iid" in label and "non" not in label else "-")
-      if len(ys) > 1:
-        ax.fill_between(x, ys.min(0), ys.max(0), alpha=0.18, color=line.get_color())
+      x, ys = plot.aligned([plot.read_metrics(r.output_dir, need_ah=False) for r in done],
+                           "test_accuracy", scale=100.0)
+      plot.mean_band(ax, x, ys, label, marker="o" if len(x) < 15 else None, markersize=3,
+                     linestyle="--" if "iid" in label and "non" not in label else "-")
     ax.set(title=name, xlabel="round", ylabel="test accuracy (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -290,10 +279,8 @@ def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[float]]]:
 
 
 def fmt(values: Sequence[float], digits: int = 1) -> str:
-  if not values:
-    return ex._DASH  # pylint: disable=protected-access
-  text = f"{statistics.fmean(values):.{digits}f}"
-  return text + (f" ± {statistics.stdev(values):.{digits + 1}f}" if len(values) > 1 else "")
+  """``mean ± std`` as in the tables (`experiments.format_cell`)."""
+  return ex.format_cell(values, ex.Metric("", "", digits=digits), len(values), len(values))
 
 
 # ---- the page -----------------------------------------------------------------------------

@@ -23,7 +23,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from tff_robust import plot  # noqa: E402
 
@@ -35,35 +34,20 @@ def run_dirs(root: str, task: str, row: str, method: str, seeds: int) -> list[st
   return [os.path.join(root, f"seed000_{task}_{row}_{method}_s{s}") for s in range(seeds)]
 
 
-def _band(ax, x, ys, label, **kw):
-  ys = np.array(ys, dtype=float)
-  line, = ax.plot(x, np.nanmean(ys, 0), label=label, **kw)
-  if len(ys) > 1:
-    ax.fill_between(x, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.2, color=line.get_color())
-
-
-def _series(runs: list[dict], key: str):
-  n = min(len(r["round"]) for r in runs)
-  x = np.array(runs[0]["round"][:n])
-  ys = [np.array(r.get(key, [np.nan] * n)[:n], dtype=float) for r in runs]
-  keep = ~np.all(np.isnan(ys), axis=0)  # test metrics exist every rounds_per_eval rounds
-  return x[keep], [y[keep] for y in ys]
-
-
 def draw(out_png: str, runs: dict[str, list[dict]], title: str) -> str:
   fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
   for label, rs in runs.items():
     for ax, key in zip(axes[[0, 1, 3]], ("test_accuracy", "train_loss", "client_drift")):
-      x, ys = _series(rs, key)
-      _band(ax, x, ys, label)
+      x, ys = plot.aligned(rs, key)
+      plot.mean_band(ax, x, ys, label)
   rm = runs.get("FA+RM", [])
   if rm:
     terms = sorted((k for k in rm[0] if k.startswith("rm_loss_")), key=lambda k: int(k.split("_")[-1]))
-    x, ys = _series(rm, "rm_loss")
-    _band(axes[2], x, ys, "total", color="k")
+    x, ys = plot.aligned(rm, "rm_loss")
+    plot.mean_band(axes[2], x, ys, "total", color="k")
     for key in terms:
-      x, ys = _series(rm, key)
-      _band(axes[2], x, ys, f"j = {key.split('_')[-1]}", linestyle="--")
+      x, ys = plot.aligned(rm, key)
+      plot.mean_band(axes[2], x, ys, f"j = {key.split('_')[-1]}", linestyle="--")
     axes[2].set_yscale("log")
   for ax, name in zip(axes, ("test accuracy", "clients' cross-entropy", "matching loss (eq. 1)",
                              "client drift ‖w^i − w_t‖")):

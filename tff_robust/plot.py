@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 ROWS = (("lr", "client_lr", "learning rate", True), ("steps", "local_steps", "local SGD steps", False))
 
@@ -60,6 +61,25 @@ def save(fig, out_png: str, title: str = "", dpi: int = 120) -> str:
   fig.savefig(out_png, dpi=dpi)
   plt.close(fig)
   return out_png
+
+
+def aligned(runs: Sequence[dict[str, list[float]]], key: str, scale: float = 1.0):
+  """(rounds, [values per run]) of ``key`` over the rounds every run reached, without the
+  rounds where no run has a value (test metrics exist every ``rounds_per_eval`` rounds)."""
+  n = min(len(r["round"]) for r in runs)
+  x = np.asarray(runs[0]["round"][:n])
+  ys = np.array([np.asarray(r.get(key, [np.nan] * n)[:n], float) * scale for r in runs])
+  keep = ~np.all(np.isnan(ys), axis=0)
+  return x[keep], ys[:, keep]
+
+
+def mean_band(ax, x, ys, label: str, **kw):
+  """The mean over runs as a line, the runs' min..max as a band behind it; returns the line."""
+  ys = np.asarray(ys, float)
+  line, = ax.plot(x, np.nanmean(ys, 0), label=label, **kw)
+  if len(ys) > 1:
+    ax.fill_between(x, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.2, color=line.get_color())
+  return line
 
 
 def plot_trajectories(out_png: str, runs: Sequence[str], title: str = "") -> str:
