@@ -9,6 +9,8 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_robust.options import option, seed_option
+
 # (y_true, logits) -> (sum of correct predictions, number of counted predictions) for a batch.
 AccuracyFn = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
 
@@ -91,11 +93,17 @@ class TaskOptions:
       partitioned here (MNIST, CIFAR-10) accept it.
   """
 
-  data_source: str = "default"
-  data_dir: Optional[str] = None
-  num_clients: Optional[int] = None
-  partition: str = "default"
-  dirichlet_alpha: float = 0.5
-  model: str = "default"
-  seed: int = 0
-  validation_fraction: float = 0.0
+  data_source: str = option("default", "data_source", "Task-specific data source; 'default' = offline default.")
+  data_dir: Optional[str] = option(None, "data_dir", "Directory with downloaded data / caches.", kind="str")
+  num_clients: Optional[int] = option(
+      None, "num_clients", "Clients for centrally held data sets (default: the task's, 10 as in seed 000); "
+      "for natural splits a seeded sample of that many (0 = all).", kind="int")
+  partition: str = option("default", "partition", "iid | one_class | dirichlet | natural (task-specific).")
+  dirichlet_alpha: float = option(0.5, "dirichlet_alpha", "Concentration of the dirichlet partition.")
+  model: str = option("default", "model", "Task-specific model variant.")
+  seed: int = seed_option()
+  validation_fraction: float = option(
+      0.0, "validation_fraction",
+      "Share of each client's training examples held out as server-held validation data "
+      "(val_loss / val_accuracy in the metrics; AH's L_t and the guard draw from it); "
+      "for choosing hyper-parameters without the test split. mnist, cifar10, synthetic only.")

@@ -56,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_robust import search_space
+from tff_robust.options import option, seed_option
 
 ETA_SCHEDULES = ('constant', 'invsqrt', 'adaptive')
 INTEGER_HPARAMS = ('local_epochs', 'local_steps', 'batch_size')
@@ -310,14 +311,16 @@ class FedExOptions:
     seed: seed for drawing the configurations and the clients' samples.
   """
 
-  k: int = 10
-  radius: float = 0.5
-  eta_schedule: str = 'adaptive'
-  eta0: Optional[float] = None
-  discount: float = 0.9
-  entropy_cutoff: Optional[float] = None
-  product_space: bool = False
-  seed: int = 0
+  k: int = option(10, 'fedex_k', 'Number of configurations k.')
+  radius: float = option(0.5, 'fedex_radius', 'Configurations are drawn within this fraction of each range.')
+  eta_schedule: str = option('adaptive', 'fedex_eta_schedule', 'Step size η_t: η0, η0/√t, or η0/‖∇̃‖∞.',
+                             choices=ETA_SCHEDULES)
+  eta0: Optional[float] = option(None, 'fedex_eta0', 'η0 (default √(2 ln k)).', kind='float')
+  discount: float = option(0.9, 'fedex_discount', 'Discount γ of the baseline λ_t.')
+  entropy_cutoff: Optional[float] = option(None, 'fedex_entropy_cutoff',
+                                           'Below this entropy of θ use its most likely config.', kind='float')
+  product_space: bool = option(False, 'fedex_product_space', 'One categorical per hyper-parameter.')
+  seed: int = seed_option()
 
   def __post_init__(self):
     if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k < 1:

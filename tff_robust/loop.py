@@ -28,7 +28,9 @@ from tff_robust import attacks
 from tff_robust import client_states
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
+from tff_robust import options
 from tff_robust import seeding
+from tff_robust.options import option, seed_option
 from tff_robust.process import RobustProcess
 
 logger = logging.getLogger("tff_robust")
@@ -39,20 +41,36 @@ class LoopConfig:
   """How the driver runs a process (flags `--rounds`, `--clients_per_round`, ...)."""
 
   output_dir: str
-  rounds: int = 50
-  clients_per_round: int = 0  # 0: use client_fraction
-  client_fraction: float = 1.0
-  rounds_per_eval: int = 10
-  rounds_per_checkpoint: int = 10
-  seed: int = 0
-  client_val_every: int = 10  # every n-th example of a client is held out, when validation is used
+  rounds: int = option(30, "rounds", "Number of federated rounds.", check=lambda v: v >= 1, allowed="must be ≥ 1")
+  clients_per_round: int = option(0, "clients_per_round", "Clients sampled per round (0: use --client_fraction).",
+                                  check=lambda v: v >= 0, allowed="must be ≥ 0")
+  client_fraction: float = option(1.0, "client_fraction", "Fraction C of clients sampled per round.",
+                                  check=lambda v: 0 < v <= 1, allowed="must be in (0, 1]")
+  rounds_per_eval: int = option(10, "rounds_per_eval", "Evaluate on the test set every N rounds.",
+                                check=lambda v: v >= 1, allowed="must be ≥ 1")
+  rounds_per_checkpoint: int = option(10, "rounds_per_checkpoint", "Checkpoint every N rounds.",
+                                      check=lambda v: v >= 1, allowed="must be ≥ 1")
+  seed: int = seed_option()
+  client_val_every: int = option(10, "client_val_every",
+                                 "With val_accuracy weighting, every n-th client example is held out.",
+                                 check=lambda v: v >= 2, allowed="must be ≥ 2")
   shuffle_buffer: int = 1000
   eval_batch_size: int = 256
   max_clients_in_memory: int = 1000
   log_every: int = 1
-  client_dropout_rate: float = 0.0  # each sampled client fails independently
-  byzantine_fraction: float = 0.0  # of each round's surviving clients
-  divergence_factor: float = 0.0  # reject a round whose guard loss exceeds factor × previous (0: off)
+  client_dropout_rate: float = option(0.0, "client_dropout_rate",
+                                      "Each sampled client fails independently with this probability.",
+                                      check=lambda v: 0 <= v < 1, allowed="must be in [0, 1)")
+  byzantine_fraction: float = option(0.0, "byzantine_fraction",
+                                     "Fraction of each round's clients that send corrupted updates.",
+                                     check=lambda v: 0 <= v < 1, allowed="must be in [0, 1)")
+  divergence_factor: float = option(0.0, "divergence_factor",
+                                    "Reject a round whose model loss (256 held-out examples) is non-finite or "
+                                    "exceeds this factor × the last accepted one (0 = off).",
+                                    check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+
+  def __post_init__(self):
+    options.validate(self)
 
 
 def run_sync(coro: Coroutine) -> Any:
