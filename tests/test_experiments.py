@@ -108,7 +108,7 @@ def test_every_flagfile_is_used_and_clean():
   studies = {n for n in on_disk if n.endswith("_study.cfg")}  # `tff_robust.tune` (test_tune.py)
   assert used == on_disk - studies
   for name in on_disk:
-    for line in ex.expand_flagfile(ex.flagfile_path(name)):
+    for line in ex.expand_args([f"--flagfile={ex.flagfile_path(name)}"]):
       assert re.fullmatch(r"--[a-z_0-9]+(=\S+)?", line), (name, line)  # no trailing comments
 
 

@@ -54,7 +54,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
+from absl import flags
+
 from tff_robust import flags as project_flags
+from tff_robust import markdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
@@ -380,24 +383,6 @@ def flagfile_path(name: str) -> str:
   return os.path.join(FLAGS_DIR, name)
 
 
-def expand_flagfile(path: str, _stack: tuple[str, ...] = ()) -> list[str]:
-  """The flags of an absl flagfile, as absl reads them (comments, blanks, nesting)."""
-  path = os.path.abspath(os.path.expanduser(path))
-  if path in _stack:
-    raise ValueError(f"flagfile {path} includes itself")
-  out = []
-  with open(path) as f:
-    for line in f:
-      if line.isspace() or line.startswith("#") or line.startswith("//"):
-        continue
-      line = line.strip()
-      if line.startswith("--flagfile=") or line.startswith("-flagfile="):
-        out += expand_flagfile(line.split("=", 1)[1], _stack + (path,))
-      else:
-        out.append(line)
-  return out
-
-
 @functools.lru_cache(maxsize=None)
 def main_task(cell: "Cell") -> str:
   """The ``--task`` a cell's run gets (its flagfiles, then its flags; the last one wins)."""
@@ -407,14 +392,9 @@ def main_task(cell: "Cell") -> str:
 
 
 def expand_args(args: Sequence[str]) -> list[str]:
-  """``args`` with every ``--flagfile=`` replaced by its flags."""
-  out = []
-  for a in args:
-    if a.startswith("--flagfile=") or a.startswith("-flagfile="):
-      out += expand_flagfile(a.split("=", 1)[1])
-    else:
-      out.append(a)
-  return out
+  """``args`` with every ``--flagfile=`` replaced by its flags, as absl reads them (nested files,
+  comments, blank lines)."""
+  return flags.FlagValues().read_flags_from_files(list(args), force_gnu=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -703,9 +683,7 @@ def to_markdown(table: Table, summary: Summary, notes: Sequence[str] = ()) -> st
   lines += [f"{n}  " if i < len(notes) - 1 else n for i, n in enumerate(notes)]
   if notes:
     lines.append("")
-  lines.append("| " + " | ".join(summary.header) + " |")
-  lines.append("| " + " | ".join("---" for _ in summary.header) + " |")
-  lines += ["| " + " | ".join(r) + " |" for r in summary.body]
+  lines += markdown.table(summary.header, summary.body)
   return "\n".join(lines) + "\n"
 
 

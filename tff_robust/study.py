@@ -36,6 +36,7 @@ from typing import Optional, Protocol
 import numpy as np
 import optuna
 
+from tff_robust import markdown
 from tff_robust import search_space
 from tff_robust import sha
 
@@ -301,10 +302,8 @@ def write_table(results: Sequence[MethodResult], out_dir: str) -> tuple[str, str
   cols = [(k, label) for k, label in _COLUMNS if any(k in r for r in rows)]
   md = os.path.join(out_dir, "table.md")
   with open(md, "w") as f:
-    f.write("| " + " | ".join(label for _, label in cols) + " |\n")
-    f.write("|" + "---|" * len(cols) + "\n")
-    for r in rows:
-      f.write("| " + " | ".join(_fmt(r.get(k)) for k, _ in cols) + " |\n")
+    lines = markdown.table([label for _, label in cols], [[_fmt(r.get(k)) for k, _ in cols] for r in rows])
+    f.write("\n".join(lines) + "\n")
   path = os.path.join(out_dir, "table.csv")
   with open(path, "w", newline="") as f:
     writer = csv.writer(f)
