@@ -30,6 +30,7 @@ import tensorflow_federated as tff
 
 from tff_robust.tasks.base import AccuracyFn
 from tff_robust import attacks
+from tff_robust.client_input import ClientInput
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
 from tff_robust import matching
@@ -135,33 +136,15 @@ class ClientTrainer:
       self.has_val = True
 
   @functools.cached_property
-  def _input_type(self):
-    return self._build_input_type()
+  def input(self) -> ClientInput:
+    """This configuration's client input: its TFF type, packing and unpacking."""
+    return ClientInput(self.spec.element_spec, has_val=self.has_val, has_seed=self.has_seed,
+                       has_byzantine=self.attack is not None,
+                       theta_specs=tuple(theta_specs(self.spec, self.seed)) if self.theta_in else None)
 
   def input_type(self):
-    """The client-placed input: a dataset, or a struct (data, val, seed, theta, byzantine)."""
-    return self._input_type
-
-  def _build_input_type(self):
-    seq = tff.SequenceType(tff.types.tensorflow_to_type(self.spec.element_spec))
-    if not self.structured_input:
-      return seq
-    fields = collections.OrderedDict(data=seq)
-    if self.has_val:
-      fields["val"] = seq
-    if self.has_seed:
-      fields["seed"] = tff.TensorType(np.int64, [2])
-    if self.attack is not None:
-      fields["byzantine"] = tff.TensorType(np.bool_)
-    if self.theta_in:
-      fields["theta"] = [tff.TensorType(s.dtype.as_numpy_dtype, s.shape)
-                         for s in theta_specs(self.spec, self.seed)]
-    return tff.StructWithPythonType(list(fields.items()), collections.OrderedDict)
-
-  @property
-  def structured_input(self) -> bool:
-    """Whether the client input is a struct rather than a bare dataset."""
-    return self.has_val or self.theta_in or self.has_seed
+    """The client-placed input: a dataset, or a struct (data, val, seed, byzantine, theta)."""
+    return self.input.type
 
   def build(self, broadcast_type) -> tff.Computation:
     """``(broadcast, client_input) -> OrderedDict(delta, weight, metrics[, theta])``."""
@@ -170,14 +153,7 @@ class ClientTrainer:
 
     @tff.tensorflow.computation(broadcast_type, self.input_type())
     def client_update(broadcast, client_input):
-      if self.structured_input:
-        data = client_input["data"]
-        val = client_input["val"] if self.has_val else None
-        theta = client_input["theta"] if self.theta_in else None
-        seed = client_input["seed"] if self.has_seed else None
-        byzantine = client_input["byzantine"] if self.attack is not None else None
-      else:
-        data, val, theta, seed, byzantine = client_input, None, None, None, None
+      data, val, seed, byzantine, theta = self.input.unpack(client_input)
       model = spec.model_fn()
       frozen = spec.model_fn() if self.uses_rm else None
       matcher = _build_matcher(model, self.seed) if self.uses_rm else None

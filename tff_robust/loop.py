@@ -209,19 +209,11 @@ class TrainingLoop:
       data = data.shuffle(self.config.shuffle_buffer,
                           seed=_data_seed(self.config.seed, round_num, index),
                           reshuffle_each_iteration=False)
-    if not self.trainer.structured_input:
-      return data
-    out = collections.OrderedDict(data=data)
-    if val is not None:
-      out["val"] = val
+    seed = None
     if self.trainer.has_seed:  # the client's own seed for c ~ θ (FedEx), from (seed, round, id)
-      out["seed"] = np.asarray(fedex_lib.client_seed(self.config.seed, round_num,
-                                                     self.client_index[cid]), np.int64)
-    if self.trainer.attack is not None:
-      out["byzantine"] = np.bool_(byzantine)
-    if self.trainer.theta_in:
-      out["theta"] = self.theta_store.get(cid)
-    return out
+      seed = fedex_lib.client_seed(self.config.seed, round_num, self.client_index[cid])
+    theta = self.theta_store.get(cid) if self.trainer.theta_in else None
+    return self.trainer.input.pack(data, val=val, seed=seed, byzantine=byzantine, theta=theta)
 
   def _diverged(self, new_state, metrics: dict[str, float]) -> bool:
     """Divergence guard: the new model's loss on a fixed held-out sample is not finite,
