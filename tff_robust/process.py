@@ -115,8 +115,6 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
   """
-  if config.aggregation_norm not in ("sampled", "all"):
-    raise ValueError(f"--aggregation_norm={config.aggregation_norm!r} is not valid: choose sampled or all.")
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
   ccfg, scfg = config.client, config.server
