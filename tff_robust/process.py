@@ -5,8 +5,9 @@ its server state.
 A round: the server fixes the round's client learning rate and step count (a
 schedule, or a sample h_t ~ P(·|ψ_t)), broadcasts them with w_t; each client
 trains (`client_work`); deltas are aggregated with weights (`aggregation`);
-the server optimizer applies the pseudo-gradient −Δ_t (`server_opt`); with AH
-the loss of w_{t+1} gives the reward that updates ψ (`reinforce`, eq. 7).
+the server optimizer applies the pseudo-gradient −Δ_t; with AH the loss of
+w_{t+1} gives the reward that updates ψ (eq. 7); with FedEx θ takes its step.
+The server's parts are the components of `server`; this module wires them.
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from tff_robust import aggregation
 from tff_robust import client_work
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
-from tff_robust import reinforce
-from tff_robust import schedules
 from tff_robust import seeding
-from tff_robust import server_opt
+from tff_robust import server
 from tff_robust.config import ProcessConfig
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -101,54 +100,10 @@ def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
   return client_work.FedExClient(space=space, options=options, configs=configs)
 
 
-def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
-                  rm_client_state: str = "reset",
-                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
-                  total_examples: Optional[int] = None) -> RobustProcess:
-  """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
-
-  Args:
-    spec: model builder, loss, accuracy and the element spec of client data.
-    config: client, server, weighting and AH configuration.
-    rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
-      ``reset`` (fresh θ each round).
-    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
-    total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
-  """
-  if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
-    raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
-  ccfg, scfg = config.client, config.server
-  w0 = initial_weights(spec.model_fn, config.seed)
-  weights_type = ModelWeights(
-      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
-      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
-  trainable_specs = _tensor_specs(w0.trainable)
-
-  optimizer = server_opt.build_server_optimizer(
-      scfg.opt, learning_rate=scfg.lr, momentum=scfg.momentum, beta1=scfg.beta1,
-      beta2=scfg.beta2, tau=scfg.tau)
-  rob = config.robust
-  agg_process = aggregation.build_aggregator(
-      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
-      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm).create(
-      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
-      tff.TensorType(np.float32))
-
-  ah = config.ah
-  policy = ah.policy_config() if ah else None
-  client_loss = ah is not None and ah.loss_source == "clients"
-  if ah is not None and ah.loss_source == "server" and server_val is None:
-    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
-  fx = fedex_client(config) if config.fedex is not None else None
-  trainer = client_work.ClientTrainer(
-      spec, ccfg, config.weighting, has_val=config.needs_client_val,
-      theta_in=rm_client_state == "persist", seed=config.seed,
-      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx,
-      attack=(None if rob.byzantine_attack == "none"
-              else (rob.byzantine_attack, rob.byzantine_scale, rob.byzantine_sigma)))
+def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
+  """L(w) on the server-held validation set (seed 000 §3.3, first scheme), for TF computations."""
 
   def server_loss(weights) -> tf.Tensor:
-    """L(w) on the server-held validation set (seed 000 §3.3, first scheme)."""
     model, loss_fn = spec.model_fn(), spec.loss_fn()
 
     @tf.function  # orders the weight assignment before the evaluation
@@ -160,137 +115,123 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
     return run(list(weights.trainable), list(weights.non_trainable))
 
-  # ---- server-side TF computations -------------------------------------------------
-  if policy is not None:
-    grid_points = reinforce.normalized_grid(policy)
-    grid_values = reinforce.grid_values(policy)
-    policy_bounds = reinforce.bounds(policy)
+  return server_loss
 
+
+def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
+                  rm_client_state: str = "reset",
+                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                  total_examples: Optional[int] = None) -> RobustProcess:
+  """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
+
+  Type signatures (S: the server state, C: `client_input_type`, M: the round's metrics)::
+
+    initialize: ( -> <core=<model, opt, round[, ah][, fedex]>, agg=...>@SERVER)
+    next:       (<S@SERVER, {C}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)
+
+  A round: h_t from the schedule or the AH policy; w_t, h_t (and FedEx's θ) broadcast;
+  client work; the aggregator's Δ_t; the server optimizer, then each component's update.
+
+  Args:
+    spec: model builder, loss, accuracy and the element spec of client data.
+    config: client, server, weighting and AH configuration.
+    rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
+      ``reset`` (fresh θ each round).
+    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
+  """
+  if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
+    raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
+  ah = config.ah
+  if ah is not None and ah.loss_source == "server" and server_val is None:
+    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
+  w0 = initial_weights(spec.model_fn, config.seed)
+  weights_type = ModelWeights(
+      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
+      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
+  trainable_specs = _tensor_specs(w0.trainable)
+
+  # ---- the parts: client work, aggregator, server components -----------------------
+  rob = config.robust
+  agg_process = aggregation.build_aggregator(
+      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
+      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm).create(
+      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
+      tff.TensorType(np.float32))
+  client_loss = ah is not None and ah.loss_source == "clients"
+  fx = fedex_client(config) if config.fedex is not None else None
+  trainer = client_work.ClientTrainer(
+      spec, config.client, config.weighting, has_val=config.needs_client_val,
+      theta_in=rm_client_state == "persist", seed=config.seed,
+      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx,
+      attack=(None if rob.byzantine_attack == "none"
+              else (rob.byzantine_attack, rob.byzantine_scale, rob.byzantine_sigma)))
+  opt = server.ServerOptimizer(config.server, trainable_specs)
+  policy = None if ah is None else server.AdaptiveHparams(
+      ah, config.seed, None if client_loss else _server_loss_fn(spec, server_val))
+  fedex_part = None if fx is None else server.FedExServer(
+      fx.options, len(fx.space.names) if fx.options.product_space else None)
+  hparam_source: server.HparamSource = policy or server.Schedule(config.client)
+  components = [c for c in (policy, fedex_part) if c is not None]  # state order: ah, fedex
+
+  # ---- server-side TF computations -------------------------------------------------
   @tff.tensorflow.computation
   def server_init():
     weights = ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
                            non_trainable=[tf.constant(v) for v in w0.non_trainable])
-    state = collections.OrderedDict(
-        model=weights, opt=optimizer.initialize(trainable_specs), round=tf.constant(0, tf.int32))
-    if policy is not None:
-      ah_state = tf.nest.map_structure(tf.constant, reinforce.initial_state(policy))
-      if not client_loss:  # L_1 <- Loss(w_1), Algorithm 1 line 2
-        ah_state = ah_state._replace(last_loss=server_loss(weights))
-      state["ah"] = ah_state
-    if fx is not None:
-      rows = len(fx.space.names) if fx.options.product_space else None
-      state["fedex"] = collections.OrderedDict(
-          theta=tf.constant(fedex_lib.initial_theta(fx.k, rows), tf.float32),
-          baseline_num=tf.constant(0.0), baseline_den=tf.constant(0.0))
+    state = collections.OrderedDict(model=weights, opt=opt.initial_state(weights),
+                                    round=tf.constant(0, tf.int32))
+    for part in components:
+      state[part.key] = part.initial_state(weights)
     return state
 
   state_type = server_init.type_signature.result
 
   @tff.tensorflow.computation(state_type)
   def round_hparams(state):
-    """The round's client lr and local steps (schedules of seed 004 / seed 000's FA)."""
-    t = state["round"] + 1
-    if policy is not None:  # h_t ~ P(.|ψ_t), seeded by (seed, t)
-      seed = tf.stack([tf.constant(config.seed, tf.int64), tf.cast(t, tf.int64)])
-      index, sampled = reinforce.sample(state["ah"], grid_points, seed)
-      h = tf.gather(tf.constant(grid_values), index)
-      return collections.OrderedDict(
-          lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32), ah=sampled)
-    lr = schedules.client_lr(t, ccfg.lr, ccfg.lr_schedule, ccfg.lr_decay_rate, ccfg.lr_decay_every)
-    if ccfg.local_steps > 0:
-      steps = schedules.local_steps(t, ccfg.local_steps, ccfg.steps_decay_rate,
-                                    ccfg.steps_decay_every, ccfg.min_local_steps)
-    else:  # local_epochs passes over the data; no step count is broadcast
-      steps = tf.constant(0, tf.int32)
-    return collections.OrderedDict(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
+    return hparam_source.round_hparams(state, state["round"] + 1)
 
   hparams_type = round_hparams.type_signature.result
 
   @tff.tensorflow.computation(state_type, hparams_type)
   def make_broadcast(state, hparams):
     out = collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
-    if fx is not None:
-      out["fedex_theta"] = state["fedex"]["theta"]
+    for part in components:
+      out.update(part.broadcast(state[part.key]))
     return out
 
   client_update = trainer.build(make_broadcast.type_signature.result)
   client_out_type = client_update.type_signature.result
-  metrics_type = client_out_type["metrics"]
-
   agg_result_type = agg_process.next.type_signature.result
 
   @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
-                              metrics_type, agg_result_type.measurements.member)
+                              client_out_type["metrics"], agg_result_type.measurements.member)
   def server_update(state, hparams, mean_delta, sums, measurements):
-    """x_{t+1} = SERVEROPT(x_t, −Δ_t); skipped when no client update survived."""
-    trainable = list(state["model"].trainable)
+    """The optimizer's step (skipped when no client update survived), then each component's."""
     excluded = sums["nonfinite"] + tf.cast(measurements["nonfinite_count"], tf.float32)
     any_update = sums["num_clients"] - excluded > 0
-    pseudo_grad = [-d for d in mean_delta]
-    opt_in = state["opt"]
-    if scfg.lr_decay != 1.0:  # eta_t = eta gamma^t, the per-round server lr decay (seed 002's arms)
-      opt_in = collections.OrderedDict(opt_in)
-      opt_in[server_opt.LEARNING_RATE_KEY] = tf.constant(scfg.lr, tf.float32) * tf.pow(
-          tf.constant(scfg.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
-    opt_state, new_trainable = optimizer.next(opt_in, trainable, pseudo_grad)
-    new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
-    opt_state = tf.nest.map_structure(lambda n, o: tf.where(any_update, n, o), opt_state, state["opt"])
+    trainable = list(state["model"].trainable)
+    opt_state, new_trainable = opt.step(state["opt"], trainable, mean_delta, any_update, state["round"])
     new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
     new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
-    ah_metrics = collections.OrderedDict()
+    round_ = server.Round(t=state["round"] + 1, hparams=hparams, sums=sums, new_weights=new_weights)
+    part_metrics = {}
+    for part in components:
+      new_state[part.key], part_metrics[part.key] = part.update(state[part.key], round_)
+    metrics = server.round_metrics(sums, hparams, mean_delta)
+    if fedex_part is not None:
+      metrics.update(server.prefixed("fedex", part_metrics["fedex"]))
+    metrics.update(server.prefixed("agg", measurements))
     if policy is not None:
-      if client_loss:
-        # Clients evaluated w_t before training: this is L_t, the reward of h_{t-1}
-        # (one round late). Update ψ with the previous round's score, then keep h_t's.
-        loss = tf.math.divide_no_nan(sums["pre_loss_sum"], sums["pre_count"])
-        updated, r = reinforce.observe_loss(state["ah"], loss, policy.hyper_lr, policy_bounds,
-                                            policy.min_reward, policy.baseline)
-        sampled = hparams["ah"]
-        ah_state = updated._replace(last_index=sampled.last_index, last_score=sampled.last_score)
-      else:
-        # L_{t+1} of the aggregate model on the server's validation set; r_t = (L_t - L_{t+1}) / L_t.
-        loss = server_loss(new_weights)
-        ah_state, r = reinforce.observe_loss(hparams["ah"], loss, policy.hyper_lr, policy_bounds,
-                                             policy.min_reward, policy.baseline)
-      new_state["ah"] = ah_state
-      ah_metrics = reinforce.policy_metrics(policy, ah_state)
-      ah_metrics["loss"] = loss
-    count = tf.maximum(sums["count"], 1.0)
-    metrics = collections.OrderedDict(
-        train_loss=sums["loss_sum"] / count,
-        train_accuracy=sums["correct"] / tf.maximum(sums["predictions"], 1.0),
-        client_lr=hparams["lr"], local_steps=hparams["steps"],
-        num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
-        examples_trained=sums["count"],
-        update_norm=tf.linalg.global_norm(mean_delta),
-        client_drift=sums["drift_sum"] / tf.maximum(sums["num_clients"] - sums["nonfinite"], 1.0))
-    rm_keys = sorted((k for k in sums if k.startswith("rm_term")), key=lambda k: int(k[7:-4]))
-    if rm_keys:  # eq. 1 per example (sum form): total and per matching layer j
-      metrics["rm_loss"] = tf.add_n([sums[k] for k in rm_keys]) / count
-      for key in rm_keys:
-        metrics[f"rm_loss_{key[7:-4]}"] = sums[key] / count
-    if fx is not None:  # θ ← θ ⊙ exp(−η_t ∇̃), normalised (seed 002)
-      f = state["fedex"]
-      theta, num, den, fx_metrics = fedex_lib.server_update(
-          f["theta"], f["baseline_num"], f["baseline_den"], sums["fedex_loss"], sums["fedex_count"],
-          sums["fedex_total"], tf.cast(state["round"] + 1, tf.float32), fx.options)
-      new_state["fedex"] = collections.OrderedDict(theta=theta, baseline_num=num, baseline_den=den)
-      for key, value in fx_metrics.items():
-        metrics[f"fedex_{key}"] = tf.cast(value, tf.float32)
-      metrics["fedex_theta_max"] = tf.reduce_max(theta)
-    for key, value in measurements.items():
-      metrics[f"agg_{key}"] = tf.cast(value, tf.float32)
-    for key, value in ah_metrics.items():
-      metrics[f"ah_{key}"] = tf.cast(value, tf.float32)
+      metrics.update(server.prefixed("ah", part_metrics["ah"]))
     if config.needs_client_val:
       metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_predictions"])
     return new_state, metrics
 
   if config.aggregation_norm == "all":
-    client_out = client_out_type
     inv_total = np.float32(1.0 / float(total_examples))
 
-    @tff.tensorflow.computation(client_out["delta"], client_out["metrics"])
+    @tff.tensorflow.computation(client_out_type["delta"], client_out_type["metrics"])
     def kept_examples(delta, metrics):
       """n_k of a client whose update reaches the aggregate (finite), else 0."""
       finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
@@ -303,16 +244,14 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       return [d * kept * inv_total for d in mean_delta]
 
   # ---- federated computations ------------------------------------------------------
-  agg_state_type = agg_process.initialize.type_signature.result.member
-
   full_state_type = tff.StructWithPythonType(
-      [("core", state_type), ("agg", agg_state_type)], collections.OrderedDict)
+      [("core", state_type), ("agg", agg_process.initialize.type_signature.result.member)],
+      collections.OrderedDict)
 
   @tff.federated_computation
   def initialize_fn():
     core = tff.federated_eval(server_init, tff.SERVER)
-    agg = agg_process.initialize()
-    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg))
+    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg_process.initialize()))
 
   def _round(state, client_inputs):
     core, agg_state = state.core, state.agg
@@ -327,17 +266,15 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
     updated = tff.federated_map(
         server_update, (core, hparams, mean_delta, sums, agg_output.measurements))
-    new_core, metrics = updated[0], updated[1]
-    new_state = tff.federated_zip(collections.OrderedDict(core=new_core, agg=agg_output.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics), outputs
+    new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs
 
   server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
   clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
 
   @tff.federated_computation(server_state_type, clients_type)
   def next_fn(state, client_inputs):
-    output, _ = _round(state, client_inputs)
-    return output
+    return _round(state, client_inputs)[0]
 
   next_with_client_states = None
   if trainer.theta_in:
@@ -346,43 +283,47 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       output, outputs = _round(state, client_inputs)
       return output, outputs.theta
 
+  get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
+      full_state_type, weights_type, opt, policy)
+  return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
+                       next_with_client_states=next_with_client_states, trainer=trainer,
+                       after_rejection=after_rejection, get_hparams_fn=get_hparams,
+                       set_hparams_fn=set_hparams)
+
+
+def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer,
+                     policy: Optional[server.AdaptiveHparams]) -> tuple:
+  """get/set_model_weights, after_rejection, get/set_hparams (the server optimizer's) of the state."""
+
+  def replace_core(state, **entries):
+    core = collections.OrderedDict(state["core"].items())
+    core.update(entries)
+    return collections.OrderedDict(core=core, agg=state["agg"])
+
   @tff.tensorflow.computation(full_state_type)
   def get_model_weights(state):
     return state["core"]["model"]
 
   @tff.tensorflow.computation(full_state_type, weights_type)
   def set_model_weights(state, weights):
-    core = collections.OrderedDict(state["core"].items())
-    core["model"] = weights
-    return collections.OrderedDict(core=core, agg=state["agg"])
+    return replace_core(state, model=weights)
 
   @tff.tensorflow.computation(full_state_type, full_state_type)
   def after_rejection(previous, rejected):
     """The state after a round the divergence guard rejected: ``previous``'s model, optimizer
     and aggregator state, but the round counter of ``rejected`` (the next round draws a new
-    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's
-    reward, L_t kept at the kept model's loss (server loss source; the clients' source
-    measured L_t on the kept model already)."""
-    core = collections.OrderedDict(previous["core"].items())
-    core["round"] = rejected["core"]["round"]
+    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's reward."""
+    entries = {"round": rejected["core"]["round"]}
     if policy is not None:
-      ah = reinforce.PolicyState(*rejected["core"]["ah"])
-      if not client_loss:
-        ah = ah._replace(last_loss=reinforce.PolicyState(*previous["core"]["ah"]).last_loss)
-      core["ah"] = ah
-    return collections.OrderedDict(core=core, agg=previous["agg"])
+      entries[policy.key] = policy.after_rejection(previous["core"][policy.key], rejected["core"][policy.key])
+    return replace_core(previous, **entries)
 
   @tff.tensorflow.computation(full_state_type)
   def get_hparams(state):
-    return optimizer.get_hparams(state["core"]["opt"])
+    return opt.optimizer.get_hparams(state["core"]["opt"])
 
   @tff.tensorflow.computation(full_state_type, get_hparams.type_signature.result)
   def set_hparams(state, hparams):
-    core = collections.OrderedDict(state["core"].items())
-    core["opt"] = optimizer.set_hparams(state["core"]["opt"], hparams)
-    return collections.OrderedDict(core=core, agg=state["agg"])
+    return replace_core(state, opt=opt.optimizer.set_hparams(state["core"]["opt"], hparams))
 
-  return RobustProcess(initialize_fn, next_fn, get_model_weights, set_model_weights,
-                       next_with_client_states=next_with_client_states, trainer=trainer,
-                       after_rejection=after_rejection,
-                       get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
+  return get_model_weights, set_model_weights, after_rejection, get_hparams, set_hparams
