@@ -163,8 +163,6 @@ class FedExServer:
 class ServerOptimizer:
   """x_{t+1} = SERVEROPT(x_t, −Δ_t) (seed 004, Algorithm 2) with η_t = η γ^t when γ < 1."""
 
-  key = "opt"
-
   def __init__(self, server: ServerConfig, trainable_specs: list[tf.TensorSpec]):
     self.config = server
     self.specs = trainable_specs
