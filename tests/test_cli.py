@@ -196,6 +196,8 @@ def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_pat
   assert os.path.isdir(tmp_path / "e" / "checkpoints" / f"program_state_{k}")
   assert not (tmp_path / "e" / "final_metrics.json").exists()
   assert not workers_with(marker)
+  if how == "background":  # resuming is the same after either signal: checked once, after Ctrl-C
+    return
   resumed = main(f"--rounds={k + 1}", *TINY, "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000",
                  f"--root_output_dir={tmp_path}", "--experiment_name=e")
   assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -339,8 +339,10 @@ SLEEPER = """#!{python}
 import os, sys, time
 args = dict(a[2:].split("=", 1) for a in sys.argv[3:] if "=" in a)
 here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "pid_" + args["experiment_name"]), "w") as f:
+tmp = os.path.join(here, "tmp_" + args["experiment_name"])
+with open(tmp, "w") as f:  # written whole, then renamed: the test never reads a pid half-written
   f.write(str(os.getpid()))
+os.rename(tmp, os.path.join(here, "pid_" + args["experiment_name"]))
 time.sleep(300)
 """
 
