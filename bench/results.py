@@ -432,9 +432,9 @@ def section_seed004(page: Page, plan: Plan, runs: list[ex.Run]) -> dict:
   body = []
   for opt in SEED004_OPTS:
     c = chosen.get(opt)
-    body.append([SEED004_LABELS[opt], c[2:] if c else ex._DASH,  # pylint: disable=protected-access
-                 f"{val[(opt, c)]:.1f}" if c else ex._DASH,  # pylint: disable=protected-access
-                 fmt(test_vals.get((opt, c), [])) if c else ex._DASH,  # pylint: disable=protected-access
+    body.append([SEED004_LABELS[opt], c[2:] if c else ex.DASH,
+                 f"{val[(opt, c)]:.1f}" if c else ex.DASH,
+                 fmt(test_vals.get((opt, c), [])) if c else ex.DASH,
                  f"{SEED004_EMNIST_CR[opt]:.1f}"])
   page.lines += md_table(header, body)
   if chosen:

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays
-from tff_robust import loop, process
+from tff_robust import loop, process, selection
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 
 SIZES = (6, 10, 8, 4)  # N = 28
@@ -51,7 +51,7 @@ def test_one_round_with_half_the_clients_matches_hand_computation(tff_rt, tmp_pa
   driver.run()
   w1 = driver.process.get_model_weights(driver.state).trainable
 
-  sampled = loop.sample_clients(sorted(task.train.client_ids), 2, 9, 1)  # C·K = 0.5 · 4
+  sampled = selection.sample_clients(sorted(task.train.client_ids), 2, 9, 1)  # C·K = 0.5 · 4
   total_w, total_b, n_sampled = np.zeros_like(w0[0]), np.zeros_like(w0[1]), 0
   for cid in sampled:
     x, y = (t.numpy() for t in next(iter(task.train.create_tf_dataset_for_client(cid).batch(100))))

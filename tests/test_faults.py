@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust import attacks, evaluation, loop, process
+from tff_robust import attacks, evaluation, loop, process, selection
 from tff_robust.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
 from tff_robust.runtime import WorkerDiedError, tff_runtime
 from tff_robust.workers import local_workers
@@ -92,8 +92,8 @@ def test_nan_updates_never_reach_the_model(tff_rt):
 
 
 def test_dropout_and_skipped_rounds(tff_rt, tmp_path):
-  assert loop.surviving_clients(["a", "b"], 0.0, 1, 1) == ["a", "b"]
-  kept = [len(loop.surviving_clients([str(i) for i in range(1000)], 0.3, 1, r)) for r in range(3)]
+  assert selection.surviving_clients(["a", "b"], 0.0, 1, 1) == ["a", "b"]
+  kept = [len(selection.surviving_clients([str(i) for i in range(1000)], 0.3, 1, r)) for r in range(3)]
   assert all(650 < k < 750 for k in kept)
   task = test_loop._task()
   spec = test_process.client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,

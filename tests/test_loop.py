@@ -8,25 +8,25 @@ import tensorflow as tf
 
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays, partition
-from tff_robust import client_states, client_work, evaluation, loop, process
+from tff_robust import client_data, client_states, client_work, evaluation, loop, process, selection
 from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig
 
 
 def test_sample_clients_reproducible_and_distinct():
   ids = [str(i) for i in range(20)]
-  a = loop.sample_clients(ids, 5, seed=1, round_num=3)
-  assert a == loop.sample_clients(ids, 5, seed=1, round_num=3)
+  a = selection.sample_clients(ids, 5, seed=1, round_num=3)
+  assert a == selection.sample_clients(ids, 5, seed=1, round_num=3)
   assert len(set(a)) == 5
-  rounds = {tuple(loop.sample_clients(ids, 5, seed=1, round_num=r)) for r in range(1, 20)}
+  rounds = {tuple(selection.sample_clients(ids, 5, seed=1, round_num=r)) for r in range(1, 20)}
   assert len(rounds) > 10  # different rounds draw different clients
-  assert loop.num_sampled(10, 0, 0.5) == 5
-  assert loop.num_sampled(10, 3, 0.5) == 3
-  assert loop.num_sampled(10, 0, 0.01) == 1
+  assert selection.num_sampled(10, 0, 0.5) == 5
+  assert selection.num_sampled(10, 3, 0.5) == 3
+  assert selection.num_sampled(10, 0, 0.01) == 1
 
 
 def test_split_validation_every_nth():
   ds = tf.data.Dataset.range(25)
-  train, val = loop.split_validation(ds, 10)
+  train, val = client_data.split_validation(ds, 10)
   assert list(val.as_numpy_iterator()) == [0, 10, 20]
   assert len(list(train.as_numpy_iterator())) == 22
 

@@ -8,7 +8,7 @@ a promoted arm from its last rung and a restarted study resumes an unfinished ar
 Every client's data is split once by position (`federated_eval.ClientSplits`):
 its test part T_i and validation part V_i are never trained on by any arm; the
 arms train on the rest. A FedEx arm holds out its own validation examples of
-that rest for θ's update (`loop.split_validation`).
+that rest for θ's update (`client_data.split_validation`).
 """
 
 from __future__ import annotations
@@ -73,8 +73,7 @@ class FederatedArmRunner:
                                              rm_client_state=self.rm_client_state,
                                              ah_val_examples=self.ah_val_examples)
     training = self._loops[key]
-    training.config = dataclasses.replace(training.config, rounds=rounds)
-    training.run()
+    training.run(rounds=rounds)
     return training
 
   def _pooled(self, training: TrainingLoop, part: str) -> dict[str, float]:

@@ -27,7 +27,7 @@ import tensorflow_federated as tff
 from tff_robust import client_work
 from tff_robust import evaluation
 from tff_robust import fedex as fedex_lib
-from tff_robust.loop import split_validation
+from tff_robust.client_data import split_validation
 
 REFINE_CONFIGS = ("most_likely", "sample")
 ModelWeights = tff.learning.models.ModelWeights

@@ -45,12 +45,13 @@ def main(argv: list[str]) -> None:
 
   # Heavy imports only after the flags are known to be good.
   from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_robust import selection  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
   record.write_record(out)
   num_clients = len(task.train.client_ids)
-  per_round = loop_lib.num_sampled(num_clients, config.loop.clients_per_round,
+  per_round = selection.num_sampled(num_clients, config.loop.clients_per_round,
                                    config.loop.client_fraction)
   progress = console.RunConsole(
       console.header(task=task.name, task_info=task.info, num_clients=num_clients,

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -37,21 +35,21 @@ from tensorflow_federated.python.core.impl.executors import remote_executor_grpc
 from tensorflow_federated.python.core.impl.executors import remote_executor_stub
 from tensorflow_federated.python.core.impl.types import placements
 
+from tff_robust import children
+
 _GRPC_OPTIONS = [
     ("grpc.max_message_length", 2_000_000_000),
     ("grpc.max_receive_message_length", 2_000_000_000),
     ("grpc.max_send_message_length", 2_000_000_000),
 ]
-_PR_SET_PDEATHSIG = 1
 
 WORKER_BINARY = os.path.join(os.path.dirname(tff.__file__), "data", "worker_binary")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-  """Asks the kernel to SIGKILL this process when its parent dies; leaves the parent's process
-  group, so a terminal's Ctrl-C reaches only the parent (which ends its round, then stops us)."""
-  libc = ctypes.CDLL("libc.so.6", use_errno=True)
-  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def _worker_preexec() -> None:  # pragma: no cover - runs in the child
+  """The worker dies with its parent and leaves the parent's process group, so a terminal's
+  Ctrl-C reaches only the parent (which ends its round, then stops us)."""
+  children.die_with_parent()
   os.setpgrp()
 
 
@@ -62,7 +60,7 @@ def start_worker(port: int | None = None, log_path: str | None = None) -> tuple[
   proc = subprocess.Popen(
       [WORKER_BINARY, f"--port={port}", "--max_concurrent_computation_calls=-1"],
       stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-      preexec_fn=_die_with_parent, close_fds=True)
+      preexec_fn=_worker_preexec, close_fds=True)
   if log_path:
     out.close()
   return proc, port
@@ -70,16 +68,7 @@ def start_worker(port: int | None = None, log_path: str | None = None) -> tuple[
 
 def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
   """Stops a process we started, by pid: SIGINT, then SIGKILL after ``timeout``."""
-  if proc.poll() is not None:
-    return
-  with contextlib.suppress(ProcessLookupError):
-    os.kill(proc.pid, signal.SIGINT)
-  try:
-    proc.wait(timeout)
-  except subprocess.TimeoutExpired:
-    with contextlib.suppress(ProcessLookupError):
-      os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+  children.stop([proc], timeout)
 
 
 def _stub(address: str, timeout: float = 60.0) -> remote_executor_grpc_stub.RemoteExecutorGrpcStub:

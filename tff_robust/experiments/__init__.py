@@ -1,0 +1,17 @@
+"""The seeds' experiments: tables of cells (`tables`), each cell x seed a run of
+`tff_robust.main` (`runs`), started as child processes (`scheduler`), summarised in the seed's
+layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__main__`).
+
+This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
+check loads `tff_robust.tasks` only when asked). The names below are its public API.
+"""
+
+from tff_robust.experiments.report import (DASH, Summary, format_cell, notes_for, plot_fig3,
+                                           read_values, summarize, to_markdown, write_table)
+from tff_robust.experiments.runs import (CONFLICT, DONE, FLAGS_DIR, PENDING, Overrides, Run,
+                                         check_data_sources, expand_args, flagfile_path, main_task,
+                                         parse_data_sources, plan)
+from tff_robust.experiments.scheduler import STOP_TIMEOUT, RunResult, run_all
+from tff_robust.experiments.tables import (ACCURACY, MSE, SECONDS, SEED000_METHODS, SEED000_ROWS,
+                                           SEED000_TASKS, SEED004_OPTS, TABLES, Axis, Cell, Metric,
+                                           Table, build_table, seed000_cell, seed004_cell, select)

