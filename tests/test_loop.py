@@ -1,5 +1,6 @@
 """The driver: reproducible sampling, per-client state, checkpoint and exact resume."""
 
+import math
 import os
 
 import numpy as np
@@ -117,3 +118,17 @@ def test_held_out_validation_is_evaluated_beside_the_test_split(tff_rt, tmp_path
   assert result["val_accuracy"] == pytest.approx(expected["accuracy"])
   assert result["val_loss"] == pytest.approx(expected["loss"], rel=1e-5)
   assert result["test_accuracy"] != result["val_accuracy"] or result["test_loss"] != result["val_loss"]
+
+
+def test_client_selection_draws_the_functions_clients_and_a_byzantine_share():
+  ids = [str(i) for i in range(20)]
+  pick = selection.ClientSelection(ids, per_round=10, seed=4, dropout_rate=0.3, byzantine_fraction=0.2)
+  for t in (1, 2, 7):
+    clients = pick(t)
+    assert clients.sampled == selection.sample_clients(ids, 10, 4, t)
+    assert clients.training == selection.surviving_clients(clients.sampled, 0.3, 4, t)
+    assert len(clients.byzantine) == len(clients.training)
+    assert clients.byzantine.sum() == math.floor(0.2 * len(clients.training) + 0.5)
+    again = pick(t)  # the same draw from (seed, round) on every call, e.g. after a resume
+    assert again.sampled == clients.sampled and again.training == clients.training
+    assert np.array_equal(again.byzantine, clients.byzantine)

@@ -161,7 +161,11 @@ class FedExServer:
 
 
 class ServerOptimizer:
-  """x_{t+1} = SERVEROPT(x_t, −Δ_t) (seed 004, Algorithm 2) with η_t = η γ^t when γ < 1."""
+  """x_{t+1} = SERVEROPT(x_t, −Δ_t) (seed 004, Algorithm 2) with η_t = η γ^t when γ < 1.
+
+  Not a `ServerComponent`: it makes the w_{t+1} that the components' `Round` carries, so it
+  steps before them (``step``), and it broadcasts nothing.
+  """
 
   def __init__(self, server: ServerConfig, trainable_specs: list[tf.TensorSpec]):
     self.config = server
