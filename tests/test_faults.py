@@ -68,8 +68,8 @@ def attack_clients():
 def clean_accuracy() -> float:
   """No byzantine client: the same training whatever attack the process is built with (checked
   bit for bit for sign_flip and gaussian), so the attack tests share this one run."""
-  p = build(attack="sign_flip", lr=0.3)
-  return accuracy(p, train(p, attack_clients(), ATTACK_ROUNDS, 0.0), attack_clients())
+  clients, p = attack_clients(), build(attack="sign_flip", lr=0.3)
+  return accuracy(p, train(p, clients, ATTACK_ROUNDS, 0.0), clients)
 
 
 def test_sign_flip_degrades_mean_but_not_median_or_trimmed_mean(tff_rt):

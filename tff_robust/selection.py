@@ -56,4 +56,4 @@ class ClientSelection:
     sampled = sample_clients(self.client_ids, self.per_round, self.seed, round_num)
     training = surviving_clients(sampled, self.dropout_rate, self.seed, round_num)
     byzantine = attacks.byzantine_mask(len(training), self.byzantine_fraction, (self.seed, round_num))
-    return RoundClients(sampled, training, np.asarray(byzantine, bool))
+    return RoundClients(sampled, training, byzantine)
