@@ -24,10 +24,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
+from tff_robust.algorithms import client_work, evaluation, process  # noqa: E402
+from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
+from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
-from tff_robust import client_work, evaluation, process  # noqa: E402
-from tff_robust.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
-from tff_robust.runtime import tff_runtime  # noqa: E402
 
 METHODS = ("FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH")
 

@@ -16,10 +16,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tff_robust import tasks  # noqa: E402
+from tff_robust.algorithms import client_work, process  # noqa: E402
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
+from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
-from tff_robust import client_work, process  # noqa: E402
-from tff_robust.config import ClientConfig, ProcessConfig  # noqa: E402
-from tff_robust.runtime import tff_runtime  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

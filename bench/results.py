@@ -48,8 +48,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tff_robust import experiments as ex  # noqa: E402
-from tff_robust import markdown  # noqa: E402
 from tff_robust import plot  # noqa: E402
+from tff_robust.common import markdown  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")

@@ -23,10 +23,10 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
+from tff_robust.algorithms import client_work, process  # noqa: E402
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
+from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
-from tff_robust import client_work, process  # noqa: E402
-from tff_robust.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
-from tff_robust.runtime import tff_runtime  # noqa: E402
 
 
 def _time_rounds(step, rounds: int) -> list[float]:

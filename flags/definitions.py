@@ -1,7 +1,7 @@
 """Flag definitions and their translation into plain configs, validated before any tracing.
 
 Flags are read here and in `tff_robust.main` only; everything below takes the
-dataclasses this module returns. The flags are the configs' fields (`tff_robust.options`):
+dataclasses this module returns. The flags are the configs' fields (`tff_robust.common.options`):
 their defaults, help and checks are declared there, once.
 """
 
@@ -14,17 +14,18 @@ from typing import TYPE_CHECKING, Optional
 
 from absl import flags
 
-from tff_robust import fedex
-from tff_robust import options
 from tff_robust import tasks
-from tff_robust.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
-from tff_robust.config import RM_CLIENT_STATES, RobustConfig, ServerConfig
-from tff_robust.loop import LoopConfig
-from tff_robust.options import option
+from tff_robust.algorithms import fedex
+from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
+from tff_robust.algorithms.config import RM_CLIENT_STATES, RobustConfig, ServerConfig
+from tff_robust.common import options
+from tff_robust.common.options import option
+from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions
 
 if TYPE_CHECKING:
-  from tff_robust.study import StudyConfig
+  from tff_robust.tuning.study import StudyConfig
 
 FLAGS = flags.FLAGS
 
@@ -46,8 +47,8 @@ class RunConfig:
 
 # The dataclasses whose fields are flags (`options.option`), in the order --help lists them.
 CONFIGS = (TaskOptions, LoopConfig, ClientConfig, ProcessConfig, ServerConfig, RobustConfig, RunConfig,
-           AHConfig, fedex.FedExOptions)
-# FedEx's search space: one flag per hyper-parameter (`fedex.parse_hparam`), with its default range.
+           AHConfig, fedex_space.FedExOptions)
+# FedEx's search space: one flag per hyper-parameter (`fedex_space.parse_hparam`), with its default range.
 FEDEX_SPACE = (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
                ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"), ("local_epochs", "none"),
                ("local_steps", "none"), ("batch_size", "8,16,32,64,128"))
@@ -84,7 +85,7 @@ def define_flags() -> None:
   flags.DEFINE_string("task", "mnist", "Task name (" + ", ".join(tasks.task_names())
                       + ") or a plug-in 'package.module:function' returning a tff_robust.tasks.base.Task.")
   flags.DEFINE_list("workers", [], "host:port of running TFF worker_binary services (python -m "
-                    "tff_robust.workers); a round's clients are split across them.")
+                    "tff_robust.runtime.workers); a round's clients are split across them.")
   flags.DEFINE_bool("ah", False, "Adaptive hyper-parameters: sample (lr, steps) each round from P(h|ψ).")
   flags.DEFINE_string("ah_reward_clip", "-1", "Lower clip of r_t (a number < 0), or none (the seed's "
                       "unclipped reward).")
@@ -134,8 +135,8 @@ def fedex_config(f=FLAGS) -> FedExConfig:
   """FedEx's search space and options from the ``--fedex_*`` flags."""
   options.check(not f.ah or f.fedex_learning_rate == "none", "fedex_learning_rate", f.fedex_learning_rate,
                 "--ah already tunes the learning rate: set it to none")
-  space = fedex.SearchSpace(**{n: fedex.parse_hparam(n, getattr(f, f"fedex_{n}")) for n, _ in FEDEX_SPACE})
-  return FedExConfig(space=space, options=from_flags(fedex.FedExOptions, f))
+  space = fedex_space.SearchSpace(**{n: fedex_space.parse_hparam(n, getattr(f, f"fedex_{n}")) for n, _ in FEDEX_SPACE})
+  return FedExConfig(space=space, options=from_flags(fedex_space.FedExOptions, f))
 
 
 def _reward_clip(text: str) -> Optional[float]:
@@ -168,7 +169,7 @@ def parse(f=FLAGS) -> RunConfig:
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
                 f.byzantine_fraction, "needs --byzantine_attack other than none")
   if process.fedex is not None:
-    from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
+    from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
     process_lib.fedex_client(process)  # validates the space against the client configuration
   name = f.experiment_name or experiment_name(f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
@@ -184,8 +185,8 @@ def define_tune_flags() -> None:
   define_flags()
   if "tune_methods" in FLAGS:
     return
-  from tff_robust import federated_eval  # pylint: disable=g-import-not-at-top
-  from tff_robust import study  # pylint: disable=g-import-not-at-top
+  from tff_robust.tuning import federated_eval  # pylint: disable=g-import-not-at-top
+  from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
   flags.DEFINE_list("tune_methods", list(study.METHODS), "Methods of the study: " + ", ".join(study.METHODS))
   for name, default in (("server_lr", "0.1:10:log"), ("server_momentum", "0,0.9"),
                         ("server_lr_decay", "0.95:1.0")):
@@ -216,7 +217,7 @@ class TuneConfig:
 
 def parse_tune(f=FLAGS) -> TuneConfig:
   """Validates the run's and the study's flags; raises ValueError naming flag, value, choices."""
-  from tff_robust import study  # pylint: disable=g-import-not-at-top
+  from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
   run = parse(f)
   methods = tuple(m.strip() for m in f.tune_methods if m.strip())
   options.check(bool(methods) and all(m in study.METHODS for m in methods), "tune_methods",
@@ -241,7 +242,7 @@ def parse_tune(f=FLAGS) -> TuneConfig:
   fedex_cfg = None
   if any(m.endswith("fedex") for m in methods):
     fedex_cfg = fedex_config(f)
-    from tff_robust import process as process_lib  # pylint: disable=g-import-not-at-top
+    from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
     process_lib.fedex_client(dataclasses.replace(run.process, fedex=fedex_cfg))
   run = dataclasses.replace(run, process=dataclasses.replace(run.process, fedex=None))
   return TuneConfig(run=run, study=config, fedex=fedex_cfg, test_every=f.tune_test_every,

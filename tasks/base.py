@@ -9,7 +9,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.options import option, seed_option
+from tff_robust.common.options import option, seed_option
 
 # (y_true, logits) -> (sum of correct predictions, number of counted predictions) for a batch.
 AccuracyFn = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
@@ -43,7 +43,7 @@ def masked_accuracy(y_true: tf.Tensor, logits: tf.Tensor,
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-  """What `tff_robust.process` needs from a task.
+  """What `tff_robust.algorithms.process` needs from a task.
 
   Attributes:
     name: registry name.

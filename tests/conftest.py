@@ -11,13 +11,13 @@ def pytest_sessionfinish(session, exitstatus):
   """Drops TFF's import-time context while modules are alive (no noise at exit)."""
   import sys  # pylint: disable=g-import-not-at-top
   if "tensorflow_federated" in sys.modules:
-    from tff_robust.runtime import disown_default_context  # pylint: disable=g-import-not-at-top
+    from tff_robust.runtime.context import disown_default_context  # pylint: disable=g-import-not-at-top
     disown_default_context()
 
 
 @pytest.fixture(scope="session")
 def tff_rt():
   """A TFF execution context with a worker this test session owns and stops."""
-  from tff_robust.runtime import tff_runtime
+  from tff_robust.runtime.context import tff_runtime
   with tff_runtime() as runtime:
     yield runtime

@@ -72,7 +72,7 @@ def parse_argv(argv: list[str], doc: str, modules: Sequence[str]) -> list[str]:
 def run(main: Callable[[list[str]], None], doc: str, modules: Sequence[str]) -> None:
   """`absl.app.run` for an entry point: TFF's import-time context is dropped first, so no
   exit path (help, bad flags, errors) ends with TFF's ``ServiceManager.__del__`` traceback."""
-  from tff_robust.runtime import disown_default_context  # pylint: disable=g-import-not-at-top
+  from tff_robust.runtime.context import disown_default_context  # pylint: disable=g-import-not-at-top
   disown_default_context()
   app.run(main, flags_parser=lambda argv: parse_argv(argv, doc, modules))
 
@@ -82,7 +82,7 @@ def start(argv: list[str], verbosity: int = 0, project_info: bool = False) -> No
   (`console.configure_logging`)."""
   if len(argv) > 1:
     fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value)")
-  from tff_robust import console  # pylint: disable=g-import-not-at-top
+  from tff_robust.common import console  # pylint: disable=g-import-not-at-top
   console.configure_logging(verbosity, project_info)
 
 
@@ -126,7 +126,7 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
     run = run_of(config)
     task = tasks.load_task(run.task, run.task_options)
     if run.process.uses_rm:
-      from tff_robust import matching  # pylint: disable=g-import-not-at-top
+      from tff_robust.algorithms import matching  # pylint: disable=g-import-not-at-top
       matching.check_supported(task.model_fn())
   except (ValueError, DataMissingError) as e:
     fail(str(e))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tff_robust import console
+from tff_robust.common import console
 
 console.quiet_native_logs(sys.argv)
 
@@ -21,9 +21,9 @@ import time  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from tff_robust import cli  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
-from tff_robust import cli  # noqa: E402
 
 definitions.define_flags()
 FLAGS = flags.FLAGS
@@ -44,9 +44,9 @@ def main(argv: list[str]) -> None:
   (config, notes), task = cli.parse_and_load(_parse, lambda c: c[0])
 
   # Heavy imports only after the flags are known to be good.
-  from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  from tff_robust import selection  # pylint: disable=g-import-not-at-top
-  from tff_robust.runtime import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import selection  # pylint: disable=g-import-not-at-top
+  from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
   record.write_record(out)

@@ -6,7 +6,7 @@ Takes every flag of `tff_robust.main` (the run each arm starts from) plus the st
 (``--tune_*``, ``--rs_*``, ``--sha_*``). Writes ROOT/NAME/study.db (Optuna), one directory
 per arm, table.md / table.csv and hparams.cfg. Running the same command again resumes:
 finished arms and rungs are not trained again; a study directory made with other flags is
-never resumed. Nothing but wiring lives here (`tff_robust.study`, `tff_robust.arms`).
+never resumed. Nothing but wiring lives here (`tff_robust.tuning.study`, `tff_robust.tuning.arms`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import dataclasses
 import os
 import sys
 
-from tff_robust import console
+from tff_robust.common import console
 
 console.quiet_native_logs(sys.argv)
 
 from absl import flags  # noqa: E402
 
+from tff_robust import cli  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
-from tff_robust import cli  # noqa: E402
 
 definitions.define_tune_flags()
 FLAGS = flags.FLAGS
@@ -42,10 +42,10 @@ def main(argv: list[str]) -> None:
   cli.start(argv, FLAGS.verbosity, project_info=True)
   (config, notes), task = cli.parse_and_load(_parse, lambda c: c[0].run)
 
-  from tff_robust import arms  # pylint: disable=g-import-not-at-top
-  from tff_robust import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  from tff_robust import study  # pylint: disable=g-import-not-at-top
-  from tff_robust.runtime import tff_runtime  # pylint: disable=g-import-not-at-top
+  from tff_robust.tuning import arms  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
+  from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
 
   record.write_record(config.study.study_dir)
   print("\n".join([f"study in {config.study.study_dir}", *notes, study.describe(config.study)]),

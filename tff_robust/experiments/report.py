@@ -1,5 +1,5 @@
 """A table's cells from its runs' outputs: values per run, ``mean ± std`` per cell in the
-seed's layout (Markdown via `tff_robust.markdown`, CSV), the notes under a table, and seed
+seed's layout (Markdown via `tff_robust.common.markdown`, CSV), the notes under a table, and seed
 000's Fig. 3 (μ of P(h|ψ) over rounds)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from tff_robust import markdown
+from tff_robust.common import markdown
 from tff_robust.experiments.runs import DONE, Overrides, Run
 from tff_robust.experiments.tables import SEED000_TASKS, Metric, Table
 

@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from typing import Optional
 
 from absl import flags

@@ -12,8 +12,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from tff_robust import children
 from tff_robust.experiments.runs import CONFLICT, DONE, Run
+from tff_robust.runtime import children
 
 # The repository root, put on the children's PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,65 @@
+"""FedEx inside the process: per-client configurations c ~ θ, θ's update in the server state."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_robust.algorithms import fedex, process
+from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig, ServerConfig
+
+from helpers import toy
+
+ONLY = dict(learning_rate=None, momentum=None, weight_decay=None, local_epochs=None, batch_size=None)
+
+
+def inputs(clients, seeds):
+  return [collections.OrderedDict(data=tf.data.Dataset.from_tensor_slices((x[4:], y[4:])),
+                                  val=tf.data.Dataset.from_tensor_slices((x[:4], y[:4])),
+                                  seed=np.asarray(s, np.int64))
+          for (x, y), s in zip(clients, seeds)]
+
+
+def test_clients_sample_their_own_configuration(tff_rt):
+  space = fedex_space.SearchSpace(**{**ONLY, "local_steps": (1, 2, 3, 4, 5, 6)})
+  options = fedex_space.FedExOptions(k=6, radius=1.0, seed=0)
+  cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=3, batch_size=4),
+                      fedex=FedExConfig(space=space, options=options, center={"local_steps": 3}), seed=0)
+  p = process.build_process(toy.SPEC, cfg)
+  configs = fedex_space.sample_configs(space, {"local_steps": 3}, 1.0, 6, 0)
+  clients = toy.make_clients(sizes=(30,) * 6, seed=3)
+  seeds = [np.asarray(fedex.client_seed(0, 1, i)) for i in range(6)]
+  state = p.initialize()
+  theta0 = np.asarray(state["core"]["fedex"]["theta"])
+  np.testing.assert_allclose(theta0, np.full(6, 1 / 6), rtol=1e-6)
+  out = p.next(state, inputs(clients, seeds))
+  chosen = [int(fedex.effective_index(theta0, None, s)) for s in seeds]
+  steps = [int(configs["local_steps"][c]) for c in chosen]
+  assert len(set(steps)) > 1, "seeds should give different configurations in one round"
+  assert float(out.metrics["examples_trained"]) == sum(4 * s for s in steps)
+  theta1 = np.asarray(out.state["core"]["fedex"]["theta"])
+  assert theta1.sum() == pytest.approx(1.0, abs=1e-5)
+  assert not np.allclose(theta1, theta0)
+
+
+def test_theta_concentrates_on_the_better_learning_rate(tff_rt):
+  """Configs differ only in lr; after local training a larger lr gives a lower validation loss."""
+  space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-4, 3e-4, 1e-3, 0.3)})
+  options = fedex_space.FedExOptions(k=4, radius=1.0, eta_schedule="adaptive", seed=1)
+  cfg = ProcessConfig(client=ClientConfig(lr=1e-3, local_steps=8, batch_size=8),
+                      server=ServerConfig(opt="sgd", lr=0.01),  # keep the global model nearly fixed
+                      fedex=FedExConfig(space=space, options=options,
+                                        center={"learning_rate": 1e-3}), seed=1)
+  p = process.build_process(toy.SPEC, cfg)
+  configs = fedex_space.sample_configs(space, {"learning_rate": 1e-3}, 1.0, 4, 1)
+  best = int(np.argmax(configs["learning_rate"]))
+  clients = toy.make_clients(sizes=(40,) * 8, seed=5)
+  state = p.initialize()
+  for t in range(1, 16):
+    seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
+    state = p.next(state, inputs(clients, seeds)).state
+  theta = np.asarray(state["core"]["fedex"]["theta"])
+  assert int(np.argmax(theta)) == best
+  assert theta[best] > 0.8

@@ -1,0 +1,76 @@
+"""The package's layers, read from the source: each sub-package imports only the layers its
+`__init__` docstring allows (algorithms never the simulation driver, tuning, the runtime or the
+experiment runner), and no module grows past the size one reads at once."""
+
+import ast
+import os
+
+import pytest
+
+from helpers.paths import ROOT
+
+PACKAGE = os.path.join(ROOT, "tff_robust")
+# What each layer may import of tff_robust (besides itself); top-level modules are the commands.
+ALLOWED = {
+    "common": set(),
+    "algorithms": {"common", "tasks"},
+    "simulation": {"common", "algorithms", "tasks"},
+    "runtime": {"common"},
+    "tuning": {"common", "algorithms", "simulation", "tasks"},
+    "experiments": {"common", "runtime", "plot", "flags", "tasks"},
+}
+MAX_LINES = 420
+
+
+def _modules():
+  for layer in sorted(ALLOWED):
+    folder = os.path.join(PACKAGE, layer)
+    for name in sorted(os.listdir(folder)):
+      if name.endswith(".py"):
+        yield layer, os.path.join(folder, name)
+
+
+def _imported_parts(path: str) -> set[str]:
+  """The first name under tff_robust of every import in the module (function bodies included)."""
+  parts = set()
+  for node in ast.walk(ast.parse(open(path).read())):
+    names = []
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      names = ([f"{node.module}.{a.name}" for a in node.names] if node.module == "tff_robust"
+               else [node.module])
+    elif isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    for name in names:
+      if name.startswith("tff_robust."):
+        parts.add(name.split(".")[1])
+  return parts
+
+
+@pytest.mark.parametrize("layer,path", list(_modules()), ids=lambda v: os.path.basename(str(v)))
+def test_a_layer_imports_only_what_it_may(layer, path):
+  foreign = _imported_parts(path) - ALLOWED[layer] - {layer}
+  assert not foreign, f"{os.path.relpath(path, ROOT)} imports tff_robust.{sorted(foreign)}"
+
+
+def test_the_rule_sees_a_forbidden_import(tmp_path):
+  bad = tmp_path / "bad.py"
+  bad.write_text("def f():\n  from tff_robust.simulation import loop\nfrom tff_robust import tune\n")
+  assert _imported_parts(str(bad)) == {"simulation", "tune"}
+
+
+def test_every_layer_says_what_it_may_import():
+  for layer in ALLOWED:
+    doc = ast.get_docstring(ast.parse(open(os.path.join(PACKAGE, layer, "__init__.py")).read()))
+    assert doc and "May import:" in doc, layer
+
+
+def test_no_module_is_longer_than_one_reads_at_once():
+  long = {}
+  for folder, _, files in os.walk(PACKAGE):
+    for name in files:
+      if name.endswith(".py"):
+        path = os.path.join(folder, name)
+        n = sum(1 for _ in open(path))
+        if n > MAX_LINES:
+          long[os.path.relpath(path, ROOT)] = n
+  assert not long, long

@@ -1,0 +1,89 @@
+"""One source of defaults: the configs' fields are the flags, and both fail the same way."""
+
+import dataclasses
+import os
+
+import pytest
+from absl import flags
+
+from tff_robust.algorithms import config
+from tff_robust.algorithms import fedex
+from tff_robust.algorithms import fedex_space
+from tff_robust.common import options
+from tff_robust.flags import definitions
+from tff_robust.simulation.loop import LoopConfig
+from tff_robust.tasks.base import TaskOptions
+
+from helpers.flag_parse import parse  # the flags of `python -m tff_robust.main`, parsed into a RunConfig
+
+FLAGS = flags.FLAGS
+
+
+def test_no_flag_cli_builds_the_default_dataclasses():
+  run = parse()
+  assert run.process == config.ProcessConfig()
+  assert run.task_options == TaskOptions()
+  assert run.loop == LoopConfig(output_dir=run.loop.output_dir)
+  assert run.loop.output_dir == os.path.join("/tmp/tff_robust", "mnist_sgd_s0")
+  assert (run.rm_client_state, run.ah_val_examples, run.workers) == ("persist", 500, ())
+  with_ah = parse("--ah", "--fedex", "--fedex_learning_rate=none")
+  assert with_ah.process.ah == config.AHConfig()
+  assert with_ah.process.fedex.options == fedex_space.FedExOptions()
+
+
+def test_every_flag_default_is_its_field_default():
+  definitions.define_flags()
+  seen = 0
+  for cls in definitions.CONFIGS:
+    for field, meta in options.flag_fields(cls):
+      default = FLAGS[meta.name].default
+      if isinstance(field.default, tuple):
+        default = tuple(type(field.default[0])(v) for v in default)
+      assert default == field.default, (cls.__name__, meta.name)
+      assert FLAGS[meta.name].help.endswith(meta.help)  # absl puts an enum's choices first
+      seen += 1
+  assert seen > 60
+
+
+@pytest.mark.parametrize("build,argv", [
+    (lambda: config.ClientConfig(lr=0.0), ["--client_lr=0"]),
+    (lambda: config.ClientConfig(local_steps=0), ["--local_steps=0"]),
+    (lambda: config.ClientConfig(rm_weight=-1.0), ["--rm_weight=-1"]),
+    (lambda: config.ServerConfig(lr_decay=2.0), ["--server_lr_decay=2"]),
+    (lambda: config.ServerConfig(opt="sgd", momentum=0.5), ["--server_momentum=0.5"]),
+    (lambda: config.ProcessConfig(aggregation_norm="some"), ["--aggregation_norm=some"]),
+    (lambda: config.ProcessConfig(client=config.ClientConfig(local_steps=0, local_epochs=1),
+                                  ah=config.AHConfig()), ["--ah", "--local_steps=0", "--local_epochs=1"]),
+    (lambda: config.AHConfig(baseline="median"), ["--ah", "--ah_baseline=median"]),
+    (lambda: config.AHConfig(steps_grid=(0, 5)), ["--ah", "--ah_steps_grid=0,5"]),
+    (lambda: config.RobustConfig(aggregator="mode"), ["--aggregator=mode"]),
+    (lambda: LoopConfig(output_dir="x", rounds=0), ["--rounds=0"]),
+    (lambda: LoopConfig(output_dir="x", divergence_factor=0.5), ["--divergence_factor=0.5"]),
+    (lambda: fedex_space.FedExOptions(k=0), ["--fedex", "--fedex_k=0", "--fedex_learning_rate=0.01,0.1"]),
+])
+def test_configs_built_in_a_notebook_fail_like_the_flags(build, argv):
+  with pytest.raises(ValueError) as in_notebook:
+    build()
+  with pytest.raises(ValueError) as on_cli:
+    parse(*argv)
+  assert str(in_notebook.value) == str(on_cli.value)
+  assert str(on_cli.value).startswith("--")
+
+
+def test_list_flags_need_numbers():
+  with pytest.raises(ValueError, match=r"--ah_lr_grid='0.1,fast' is not valid: float values expected"):
+    parse("--ah", "--ah_lr_grid=0.1,fast")
+  with pytest.raises(ValueError, match=r"--ah_reward_clip='soft' is not valid: a finite number < 0"):
+    parse("--ah", "--ah_reward_clip=soft")
+
+
+def test_option_needs_a_kind_when_the_default_is_none():
+  with pytest.raises(ValueError, match="kind="):
+    options.option(None, "x", "help")
+  field = options.option(None, "x", "help", kind="float")
+  assert field.default is None and field.metadata["flag"].kind == "float"
+
+
+def test_dataclass_replace_validates_again():
+  with pytest.raises(ValueError, match=r"--batch_size=0 is not valid: must be ≥ 1\."):
+    dataclasses.replace(config.ClientConfig(), batch_size=0)

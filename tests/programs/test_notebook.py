@@ -1,0 +1,131 @@
+"""notebooks/quickstart.ipynb: a valid nbformat-4 notebook whose code cells run offline.
+
+The code cells are executed with nbclient (a Jupyter kernel) when nbclient and ipykernel are
+installed; otherwise they are run as one Python script (IPython's ``!`` shell lines, which only
+the install branch uses, become no-ops), so the notebook is exercised either way. A check
+cell is appended that tests what the notebook computed.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from helpers.paths import ROOT
+from helpers.procs import workers_with
+
+NOTEBOOK = os.path.join(ROOT, "notebooks", "quickstart.ipynb")
+SHELL_LINE = re.compile(r"^(\s*)!(.*)$")
+
+# Appended to the notebook's code: what the 5 rounds must have produced.
+CHECK = """
+fa_hist, ah_hist = histories["FA (fixed decay)"], histories["FA+AH"]
+assert [h["round"] for h in fa_hist] == [1, 2, 3, 4, 5] == [h["round"] for h in ah_hist]
+# FA's fixed decay: lr 0.1 * 0.5^floor((t-1)/2), steps round(20 * 0.75^floor((t-1)/2)).
+assert [round(h["client_lr"], 6) for h in fa_hist] == [0.1, 0.1, 0.05, 0.05, 0.025]
+assert [h["local_steps"] for h in fa_hist] == [20, 20, 15, 15, 11]
+# FA+AH samples from its grid, and the policy mean stays inside the grid's range.
+assert all(any(abs(h["client_lr"] - g) < 1e-6 for g in (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)) for h in ah_hist)
+assert all(h["local_steps"] in (5, 10, 20, 40) for h in ah_hist)
+assert all(0.001 <= h["ah_lr_mu"] <= 0.3 and 5 <= h["ah_steps_mu"] <= 40 for h in ah_hist)
+assert all(0.0 <= h["test_accuracy"] <= 1.0 for h in fa_hist + ah_hist)
+assert max(h["test_accuracy"] for h in fa_hist) > 0.2  # learns beyond chance (0.1)
+print("NOTEBOOK CHECKS PASSED")
+"""
+
+
+def load():
+  with open(NOTEBOOK, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def code_cells(nb):
+  return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def as_python(source: str) -> str:
+  """IPython ``!cmd`` lines -> ``pass`` (same indentation), so the cell is plain Python."""
+  return "\n".join(SHELL_LINE.sub(r"\1pass  # shell: \2", line) for line in source.splitlines())
+
+
+def test_notebook_structure():
+  nb = load()
+  assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 5
+  assert nb["metadata"]["kernelspec"]["language"] == "python"
+  ids = [c["id"] for c in nb["cells"]]
+  assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids)
+  for cell in nb["cells"]:
+    assert cell["cell_type"] in ("markdown", "code")
+    assert isinstance(cell["metadata"], dict)
+    assert isinstance(cell["source"], list) and all(isinstance(s, str) for s in cell["source"])
+    if cell["cell_type"] == "code":  # committed without outputs
+      assert cell["outputs"] == [] and cell["execution_count"] is None
+  codes = code_cells(nb)
+  assert len(codes) >= 6
+  install = codes[0]
+  assert "pip install -q uv" in install and "uv pip install" in install
+  assert 'find_spec("tff_robust") is None' in install
+  for source in codes:  # shell lines only inside the install guard
+    for line in source.splitlines():
+      if SHELL_LINE.match(line):
+        assert source is install and line.startswith("  !"), line
+    compile(as_python(source), "<cell>", "exec")
+  try:
+    import nbformat  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return
+  nbformat.validate(nbformat.reads(json.dumps(nb), as_version=4))
+
+
+def _has_nbclient() -> bool:
+  try:
+    import ipykernel  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    import nbclient  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    import nbformat  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return False
+  return True
+
+
+@pytest.mark.skipif(not _has_nbclient(),
+                    reason="nbclient / ipykernel / nbformat are not installed (dev dependencies to add); "
+                           "test_notebook_code_runs_as_script runs the cells instead")
+def test_notebook_executes_with_nbclient(tmp_path):
+  import nbclient  # pylint: disable=g-import-not-at-top
+  import nbformat  # pylint: disable=g-import-not-at-top
+  marker = uuid.uuid4().hex
+  nb = nbformat.reads(json.dumps(load()), as_version=4)
+  nb.cells.append(nbformat.v4.new_code_cell(CHECK))
+  env_backup = dict(os.environ)
+  os.environ.update(MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="3", TFF_ROBUST_TEST_RUN=marker,
+                    TMPDIR=str(tmp_path))
+  try:
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+  finally:
+    os.environ.clear()
+    os.environ.update(env_backup)
+  text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+  assert "NOTEBOOK CHECKS PASSED" in text
+  assert not workers_with(marker), "a worker_binary outlived the notebook"
+
+
+@pytest.mark.skipif(_has_nbclient(), reason="covered by test_notebook_executes_with_nbclient")
+def test_notebook_code_runs_as_script(tmp_path):
+  marker = uuid.uuid4().hex
+  script = tmp_path / "quickstart.py"
+  script.write_text("\n\n".join(as_python(s) for s in code_cells(load())) + "\n" + CHECK)
+  env = {**os.environ, "MPLBACKEND": "Agg", "TF_CPP_MIN_LOG_LEVEL": "3", "TFF_ROBUST_TEST_RUN": marker,
+         "TMPDIR": str(tmp_path),
+         "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+  proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "nothing to install" in proc.stdout
+  assert proc.stdout.count(" final: ") == 2 and "NOTEBOOK CHECKS PASSED" in proc.stdout
+  assert not workers_with(marker), "a worker_binary outlived the notebook"

@@ -1,0 +1,111 @@
+"""The driver: reproducible sampling, per-client state, checkpoint and exact resume."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_robust.algorithms import client_work, evaluation, process
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.simulation import client_data, client_states, loop, selection
+
+from helpers.toy import run_loop as _run
+from helpers.toy import toy_task as _task
+
+
+def test_sample_clients_reproducible_and_distinct():
+  ids = [str(i) for i in range(20)]
+  a = selection.sample_clients(ids, 5, seed=1, round_num=3)
+  assert a == selection.sample_clients(ids, 5, seed=1, round_num=3)
+  assert len(set(a)) == 5
+  rounds = {tuple(selection.sample_clients(ids, 5, seed=1, round_num=r)) for r in range(1, 20)}
+  assert len(rounds) > 10  # different rounds draw different clients
+  assert selection.num_sampled(10, 0, 0.5) == 5
+  assert selection.num_sampled(10, 3, 0.5) == 3
+  assert selection.num_sampled(10, 0, 0.01) == 1
+
+
+def test_split_validation_every_nth():
+  ds = tf.data.Dataset.range(25)
+  train, val = client_data.split_validation(ds, 10)
+  assert list(val.as_numpy_iterator()) == [0, 10, 20]
+  assert len(list(train.as_numpy_iterator())) == 22
+
+
+def test_client_state_store_spills_and_restores(tmp_path):
+  fresh = lambda cid: [np.zeros(2, np.float32)]  # noqa: E731
+  store = client_states.ClientStateStore(str(tmp_path), fresh, max_in_memory=1)
+  np.testing.assert_array_equal(store.get("a")[0], [0, 0])
+  store.put("a", [np.array([1.0, 1.0])], round_num=1)
+  store.put("b", [np.array([2.0, 2.0])], round_num=1)  # spills "a" to disk
+  np.testing.assert_array_equal(store.get("a")[0], [1, 1])
+  store.checkpoint(2)
+  store.put("a", [np.array([3.0, 3.0])], round_num=3)
+  store.put("b", [np.array([4.0, 4.0])], round_num=3)
+  store.checkpoint(4)  # hypothetical crash after this point is handled by restore(4)
+  store.put("a", [np.array([5.0, 5.0])], round_num=5)
+  store.put("c", [np.array([6.0, 6.0])], round_num=5)  # spills to disk after the checkpoint
+  store.restore(4)
+  np.testing.assert_array_equal(store.get("a")[0], [3, 3])
+  np.testing.assert_array_equal(store.get("b")[0], [4, 4])
+  np.testing.assert_array_equal(store.get("c")[0], [0, 0])
+
+
+def test_resume_equals_uninterrupted_run(tff_rt, tmp_path):
+  task = _task()
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  proc = process.build_process(spec, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=3, batch_size=16),
+      server=ServerConfig(opt="adam", lr=0.01), seed=1))
+  full, full_result = _run(task, str(tmp_path / "full"), 4, proc)
+  # "Interrupted" after the checkpoint of round 2, then the same command again.
+  _run(task, str(tmp_path / "resumed"), 2, proc)
+  resumed, resumed_result = _run(task, str(tmp_path / "resumed"), 4, proc)
+  assert [h["round"] for h in resumed.history] == [3, 4]
+  for a, b in zip(proc.get_model_weights(full.state).trainable,
+                  proc.get_model_weights(resumed.state).trainable):
+    np.testing.assert_array_equal(a, b)
+  assert resumed_result == full_result
+  assert full.history[-1]["train_loss"] == resumed.history[-1]["train_loss"]
+  rows = open(os.path.join(tmp_path, "resumed", "metrics.csv")).read().strip().splitlines()
+  assert len(rows) == 1 + 4  # header + one row per round, none duplicated
+  assert os.path.exists(os.path.join(tmp_path, "full", "final_metrics.json"))
+
+
+def test_held_out_validation_is_evaluated_beside_the_test_split(tff_rt, tmp_path):
+  """A task with server-held validation data reports val_loss / val_accuracy at every evaluation
+  (the numbers of the final model on exactly that data) and in final_metrics.json."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  task = _task()
+  x, y = next(iter(task.test.batch(60)))
+  val = tf.data.Dataset.from_tensor_slices((x.numpy()[::-1][:40], y.numpy()[::-1][:40]))
+  task = dataclasses.replace(task, validation=val)
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  proc = process.build_process(spec, ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3,
+                                                                       batch_size=16), seed=1))
+  driver, result = _run(task, str(tmp_path), 4, proc)
+  assert [("val_accuracy" in h) for h in driver.history] == [False, True, False, True]
+  w = proc.get_model_weights(driver.state)
+  ev = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
+  expected = ev(w.trainable, w.non_trainable, val.batch(7))
+  assert result["val_accuracy"] == pytest.approx(expected["accuracy"])
+  assert result["val_loss"] == pytest.approx(expected["loss"], rel=1e-5)
+  assert result["test_accuracy"] != result["val_accuracy"] or result["test_loss"] != result["val_loss"]
+
+
+def test_client_selection_draws_the_functions_clients_and_a_byzantine_share():
+  ids = [str(i) for i in range(20)]
+  pick = selection.ClientSelection(ids, per_round=10, seed=4, dropout_rate=0.3, byzantine_fraction=0.2)
+  for t in (1, 2, 7):
+    clients = pick(t)
+    assert clients.sampled == selection.sample_clients(ids, 10, 4, t)
+    assert clients.training == selection.surviving_clients(clients.sampled, 0.3, 4, t)
+    assert len(clients.byzantine) == len(clients.training)
+    assert clients.byzantine.sum() == math.floor(0.2 * len(clients.training) + 0.5)
+    again = pick(t)  # the same draw from (seed, round) on every call, e.g. after a resume
+    assert again.sampled == clients.sampled and again.training == clients.training
+    assert np.array_equal(again.byzantine, clients.byzantine)

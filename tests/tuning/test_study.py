@@ -1,0 +1,175 @@
+"""The tuning study's driver (`tff_robust.tuning.study`): RS and SHA over arms, Optuna storage, resume."""
+
+import csv
+import math
+import os
+
+import optuna
+import pytest
+
+from tff_robust.tuning import sha
+from tff_robust.tuning import study
+
+
+def arm_loss(params: dict, rounds: int) -> float:
+  """A toy landscape: best at server lr 1, better with more rounds."""
+  return abs(math.log10(params["server_lr"])) + 1.0 / rounds + 0.01 * params["server_momentum"]
+
+
+class FakeRunner:
+  """Records what the study asks for; optionally crashes after ``crash_after`` trainings."""
+
+  def __init__(self, crash_after=None):
+    self.trained: list[tuple[str, int, int]] = []
+    self.evaluated: list[tuple[str, int, int]] = []
+    self.released: list[tuple[str, int, int]] = []
+    self.crash_after = crash_after
+
+  def train(self, arm, rounds):
+    if self.crash_after is not None and len(self.trained) >= self.crash_after:
+      raise KeyboardInterrupt("simulated crash")
+    self.trained.append((arm.method, arm.number, rounds))
+    return arm_loss(arm.params, rounds)
+
+  def evaluate(self, arm, rounds):
+    self.evaluated.append((arm.method, arm.number, rounds))
+    return {"global_accuracy": 0.5, "global_loss": 1.0, "refine_accuracy": 0.75, "refine_loss": 0.5}
+
+  def release(self, arm):
+    assert not any(n == arm.number and m == arm.method for m, n, _ in self.released)
+    self.released.append((arm.method, arm.number, len(self.trained)))
+
+
+def config(tmp_path, **kw):
+  kw.setdefault("methods", ("rs", "sha"))
+  return study.StudyConfig(study_dir=str(tmp_path / "study"), rs_arms=4, rs_rounds=9, sha_arms=9,
+                           sha_eta=3, sha_min_rounds=1, sha_max_rounds=9, **kw)
+
+
+def test_sha_follows_its_schedule_and_promotes_the_best(tmp_path):
+  cfg = config(tmp_path, methods=("sha",))
+  runner = FakeRunner()
+  [result] = study.run_study(cfg, runner)
+  schedule = sha.sha_schedule(9, 3, 1, 9)
+  assert [(r.num_arms, r.budget_rounds) for r in schedule] == [(9, 1), (3, 3), (1, 9)]
+  # Rung by rung: n_s arms, each trained to the rung's cumulative budget.
+  by_rung = [[n for _, n, r in runner.trained if r == rung.budget_rounds] for rung in schedule]
+  assert [len(arms) for arms in by_rung] == [9, 3, 1]
+  s = optuna.load_study(study_name="sha", storage=study._storage_url(cfg.study_dir))
+  params = {t.number: t.params for t in s.trials}
+  for prev, nxt in zip(by_rung, by_rung[1:]):
+    ranked = sorted(prev, key=lambda n: arm_loss(params[n], 1))  # same order at every budget
+    assert sorted(nxt) == sorted(ranked[:len(nxt)])
+  best = min(params, key=lambda n: arm_loss(params[n], 9))
+  assert result.arm == best == by_rung[-1][0]
+  assert result.val_loss == pytest.approx(arm_loss(params[best], 9))
+  assert result.rounds == sha.total_rounds(schedule) == 9 * 1 + 3 * 2 + 1 * 6
+  states = {t.number: t.state for t in s.trials}
+  assert states[best] == optuna.trial.TrialState.COMPLETE
+  assert sum(st == optuna.trial.TrialState.PRUNED for st in states.values()) == 8
+  assert s.trials[best].intermediate_values == {1: pytest.approx(arm_loss(params[best], 1)),
+                                                3: pytest.approx(arm_loss(params[best], 3)),
+                                                9: pytest.approx(arm_loss(params[best], 9))}
+  assert runner.evaluated == [("sha", best, 9)]
+  # Each arm is released once, as soon as the rung it was last trained in ends.
+  assert sorted(n for _, n, _ in runner.released) == sorted(params)
+  for _, n, after in runner.released:
+    last_budget = max(r for _, m, r in runner.trained if m == n)
+    rung_end = 1 + max(i for i, (_, _, r) in enumerate(runner.trained) if r == last_budget)
+    assert after == rung_end
+
+
+def test_random_search_trains_every_arm_fully_and_picks_the_lowest_loss(tmp_path):
+  runner = FakeRunner()
+  [result] = study.run_study(config(tmp_path, methods=("rs",)), runner)
+  assert sorted(runner.trained) == [("rs", n, 9) for n in range(4)]
+  s = optuna.load_study(study_name="rs", storage=study._storage_url(str(tmp_path / "study")))
+  losses = {t.number: arm_loss(t.params, 9) for t in s.trials}
+  assert result.arm == min(losses, key=losses.get)
+  assert result.rounds == 36
+
+
+def test_arms_are_distinct_and_shared_between_a_method_and_its_fedex_variant(tmp_path):
+  cfg = config(tmp_path, methods=("rs", "rs_fedex", "sha"))
+  study.run_study(cfg, FakeRunner())
+  url = study._storage_url(cfg.study_dir)
+  params = {m: [t.params for t in optuna.load_study(study_name=m, storage=url).trials]
+            for m in cfg.methods}
+  assert params["rs"] == params["rs_fedex"]
+  lrs = [p["server_lr"] for p in params["rs"]] + [p["server_lr"] for p in params["sha"]]
+  assert len(set(lrs)) == len(lrs)  # RS and SHA draw their own arms
+  for p in params["rs"] + params["sha"]:
+    assert 0.1 <= p["server_lr"] <= 10.0 and p["server_momentum"] in (0.0, 0.9)
+    assert 0.95 <= p["server_lr_decay"] <= 1.0
+
+
+def test_a_restarted_study_trains_only_what_is_missing(tmp_path):
+  cfg = config(tmp_path)
+  uninterrupted = FakeRunner()
+  expected = study.run_study(config(tmp_path / "ref"), uninterrupted)
+
+  crashed = FakeRunner(crash_after=7)  # all 4 RS arms, then 3 of SHA's first rung
+  with pytest.raises(KeyboardInterrupt):
+    study.run_study(cfg, crashed)
+  resumed = FakeRunner()
+  results = study.run_study(cfg, resumed)
+  assert not set(crashed.trained) & set(resumed.trained)  # nothing trained twice
+  assert sorted(crashed.trained + resumed.trained) == sorted(uninterrupted.trained)
+  assert [(r.arm, r.val_loss, r.params) for r in results] == [
+      (r.arm, r.val_loss, r.params) for r in expected]
+
+  again = FakeRunner()
+  study.run_study(cfg, again)  # finished: no training, no evaluation
+  assert again.trained == [] and again.evaluated == []
+
+
+def test_table_has_one_row_per_method(tmp_path):
+  cfg = config(tmp_path, methods=study.METHODS)
+  study.run_study(cfg, FakeRunner())
+  text = open(os.path.join(cfg.study_dir, "table.md")).read()
+  for label in ("| RS |", "| SHA |", "| RS+FedEx |", "| SHA+FedEx |"):
+    assert label in text
+  with open(os.path.join(cfg.study_dir, "table.csv")) as f:
+    rows = list(csv.DictReader(f))
+  assert [r["method"] for r in rows] == ["RS", "SHA", "RS+FedEx", "SHA+FedEx"]
+  assert all(float(r["refine_accuracy"]) == 75.0 and float(r["global_accuracy"]) == 50.0 for r in rows)
+  assert [int(r["rounds"]) for r in rows] == [36, 21, 36, 21]
+
+
+def test_non_finite_arms_rank_last(tmp_path):
+  class Diverging(FakeRunner):
+    def train(self, arm, rounds):
+      super().train(arm, rounds)
+      return float("nan") if arm.number != 2 else 5.0
+
+  [result] = study.run_study(config(tmp_path, methods=("rs",)), Diverging())
+  assert result.arm == 2
+
+
+@pytest.mark.parametrize("name,text,pattern", [
+    ("server_lr", "0:1", r"--tune_server_lr='0:1': value 0.0 is invalid, values must be > 0"),
+    ("server_momentum", "0,1", r"--tune_server_momentum='0,1': value 1.0 is invalid.*\[0, 1\)"),
+    ("server_lr_decay", "0.9:x", r"--tune_server_lr_decay='0.9:x' is not understood; choices"),
+    ("server_lr", "2:1", r"needs low <= high"),
+    ("server_beta", "1", r"unknown global hyper-parameter 'server_beta'; choices: server_lr"),
+])
+def test_bad_global_space_names_flag_value_and_choices(name, text, pattern):
+  with pytest.raises(ValueError, match=pattern):
+    study.parse_global(name, text)
+
+
+def test_global_space_parses_ranges_values_and_none():
+  assert study.parse_global("server_lr", "0.1:10:log") == study.Range(0.1, 10.0, log=True)
+  assert study.parse_global("server_momentum", "0,0.9") == (0.0, 0.9)
+  assert study.parse_global("server_lr_decay", "none") is None
+  space = study.GlobalSpace(server_lr_decay=None)
+  assert set(space.distributions()) == {"server_lr", "server_momentum"}
+
+
+def test_bad_study_settings_name_the_flag():
+  with pytest.raises(ValueError, match=r"--tune_methods='rs,bo' is not valid; choices: rs, sha"):
+    study.StudyConfig(study_dir="x", methods=("rs", "bo"))
+  with pytest.raises(ValueError, match=r"--sha_eta must be an integer >= 2, got 1"):
+    study.StudyConfig(study_dir="x", sha_eta=1)
+  with pytest.raises(ValueError, match=r"--rs_arms must be an integer >= 1, got 0"):
+    study.StudyConfig(study_dir="x", rs_arms=0)

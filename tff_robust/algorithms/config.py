@@ -1,0 +1,230 @@
+"""Plain configuration of one learning process (what `flags/` parses into).
+
+Each field's default, flag and check are declared here, once (`options.option`); the
+dataclasses validate themselves on construction, so ``ProcessConfig()`` is the process that
+``python -m tff_robust.main`` builds with no flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+from tff_robust.algorithms import aggregation
+from tff_robust.algorithms import attacks
+from tff_robust.algorithms import hparam_grid
+from tff_robust.algorithms import schedules
+from tff_robust.algorithms import server_opt
+from tff_robust.common import options
+from tff_robust.common.options import option, seed_option
+
+WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
+AH_LOSS_SOURCES = ("server", "clients")
+AH_BASELINES = ("mean", "hold", "detrended")
+AGGREGATION_NORMS = ("sampled", "all")
+RM_CLIENT_STATES = ("persist", "reset")
+RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
+
+_POSITIVE = lambda v: v > 0  # noqa: E731
+_NON_NEGATIVE = lambda v: v >= 0  # noqa: E731
+_AT_LEAST_ONE = lambda v: v >= 1  # noqa: E731
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+  """Local training on a client (Algorithm 2 of seed 004, CLIENTOPT = SGD).
+
+  ``local_steps`` > 0 trains K steps of batch ``batch_size``; otherwise
+  ``local_epochs`` passes over the client's data.
+  """
+
+  lr: float = option(0.05, "client_lr", "Client SGD learning rate η_l.", check=_POSITIVE, allowed="must be > 0")
+  lr_schedule: str = option("constant", "client_lr_schedule",
+                            "Client lr schedule: constant, invsqrt (η_l/√t), expdecay (staircase).",
+                            choices=schedules.LR_SCHEDULES)
+  lr_decay_rate: float = option(0.1, "client_lr_decay_rate", "expdecay factor γ.")
+  lr_decay_every: int = option(500, "client_lr_decay_every", "expdecay: decay every N rounds.")
+  local_steps: int = option(20, "local_steps", "Local SGD steps K per round (0: use --local_epochs).",
+                            check=_NON_NEGATIVE, allowed="must be ≥ 0")
+  local_epochs: int = option(0, "local_epochs", "Local epochs E when --local_steps=0.",
+                             check=_NON_NEGATIVE, allowed="must be ≥ 0")
+  steps_decay_rate: float = option(1.0, "local_steps_decay_rate",
+                                   "Fixed decay of local steps: K·γ^floor((t-1)/N).",
+                                   check=lambda v: 0 < v <= 1, allowed="must be in (0, 1]")
+  steps_decay_every: int = option(1, "local_steps_decay_every", "Decay local steps every N rounds.",
+                                  check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  min_local_steps: int = option(1, "min_local_steps", "Lower bound of the decayed local steps.",
+                                check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  batch_size: int = option(64, "batch_size", "Client batch size B.", check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  # Representation matching, eq. 2 of seed 000 (0 = off).
+  rm_weight: float = option(0.0, "rm_weight", "Weight of the representation-matching loss in eq. 2 (0 = off).",
+                            check=_NON_NEGATIVE, allowed="must be ≥ 0")
+  rm_normalize: str = option("unit", "rm_normalize",
+                             "How eq. 1's terms enter the model's loss: 'unit' = each layer's squared error "
+                             "per unit (the weight does not grow with width), 'sum' = eq. 1 as printed.",
+                             choices=RM_NORMALIZATIONS)
+  rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
+                              "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
+  er_h_min: float = option(0.0, "er_h_min", "Entropy regularisation H_min, eq. 8 of seed 000 (0 = off).",
+                           check=_NON_NEGATIVE, allowed="must be ≥ 0")
+  wd_mu: float = option(0.0, "wd_mu", "Weight-divergence (FedProx) coefficient μ (0 = off).",
+                        check=_NON_NEGATIVE, allowed="must be ≥ 0")
+
+  def __post_init__(self):
+    options.validate(self)
+    options.check(self.local_steps > 0 or self.local_epochs > 0, "local_epochs", self.local_epochs,
+                  "must be ≥ 1 when --local_steps=0")
+    # γ and N only matter to expdecay (schedules.client_lr ignores them otherwise).
+    decay_rate = self.lr_decay_rate if self.lr_schedule == "expdecay" else 1.0
+    schedules.validate_schedule(self.lr_schedule, decay_rate, self.lr_decay_every)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+  """Server optimizer of seed 004 (SERVEROPT applied to the pseudo-gradient -Δ).
+
+  ``momentum`` None means 0.9 for sgdm (FedAvgM) and 0 otherwise; it is resolved on construction.
+  """
+
+  opt: str = option("sgd", "server_opt", "Server optimizer: " + ", ".join(server_opt.SERVER_OPTIMIZERS))
+  lr: float = option(1.0, "server_lr", "Server learning rate η.")
+  momentum: Optional[float] = option(None, "server_momentum",
+                                     "sgdm (FedAvgM) momentum (default 0.9; only for sgdm).", kind="float")
+  beta1: float = option(0.9, "server_beta1", "β1 of FedAdagrad/FedAdam/FedYogi.")
+  beta2: float = option(0.99, "server_beta2", "β2 of FedAdam/FedYogi.")
+  tau: float = option(1e-3, "server_tau", "τ (adaptivity) of FedAdagrad/FedAdam/FedYogi.")
+  lr_decay: float = option(1.0, "server_lr_decay",
+                           "Server lr decay γ per round: η_t = η γ^t (t = completed rounds; 1 = constant).",
+                           check=lambda v: 0 < v <= 1, allowed="must be in (0, 1]")
+
+  def __post_init__(self):
+    if self.momentum is None:
+      object.__setattr__(self, "momentum", 0.9 if self.opt == "sgdm" else 0.0)
+    options.validate(self)
+    server_opt.build_server_optimizer(self.opt, learning_rate=self.lr, momentum=self.momentum,
+                                      beta1=self.beta1, beta2=self.beta2, tau=self.tau)
+
+
+@dataclasses.dataclass(frozen=True)
+class AHConfig:
+  """Adaptive hyper-parameters (seed 000 §3.2-3.3); grids and initial mean in real units.
+
+  Both dimensions are normalised in log10 space by default (the default grids
+  are geometric); ``steps_log_scale=False`` normalises the steps linearly.
+  ``min_reward`` (flag ``--ah_reward_clip``) clips r_t from below; None = the seed's unclipped r_t.
+  """
+
+  lr_grid: tuple[float, ...] = option((0.001, 0.003, 0.01, 0.03, 0.1, 0.3), "ah_lr_grid",
+                                      "Allowed client learning rates (normalised in log10 space).")
+  steps_grid: tuple[int, ...] = option((5, 10, 20, 40, 80), "ah_steps_grid", "Allowed local SGD steps.",
+                                       check=lambda v: all(s >= 1 for s in v), allowed="steps must be ≥ 1")
+  steps_log_scale: bool = option(True, "ah_steps_log_scale", "Normalise the steps grid in log10 space.")
+  window: int = option(5, "ah_window", "Baseline window Z of eq. 7.")
+  hyper_lr: float = option(0.05, "ah_hyper_lr", "Hyper learning rate η_H.")
+  init_lr: Optional[float] = option(None, "ah_init_lr", "Initial mean learning rate (default: grid centre).",
+                                    kind="float")
+  init_steps: Optional[int] = option(None, "ah_init_steps", "Initial mean local steps (default: grid centre).",
+                                     kind="int")
+  init_std: float = option(0.25, "ah_init_std", "Initial std of P(h|ψ) in normalised units.")
+  loss_source: str = option("server", "ah_loss_source",
+                            "Where L_t comes from: a server-held validation set, or the clients' own data.",
+                            choices=AH_LOSS_SOURCES)
+  client_eval_batches: int = option(2, "ah_client_eval_batches", "Batches each client evaluates (loss source clients).",
+                                    check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  baseline: str = option("mean", "ah_baseline", "Baseline of the ψ update: mean (eq. 7), hold (eq. 7, ψ "
+                         "held for the first Z rounds) or detrended (a line fitted through the window).",
+                         check=lambda v: v in AH_BASELINES, allowed="choose one of " + ", ".join(AH_BASELINES))
+  min_reward: Optional[float] = -1.0
+
+  def __post_init__(self):
+    options.validate(self)
+    options.check(self.min_reward is None or -math.inf < self.min_reward < 0, "ah_reward_clip",
+                  self.min_reward, "a finite number < 0, or none (unclipped)")
+    self.policy_config()  # validates grids, window, η_H, init
+
+  def policy_config(self):
+    """The `hparam_grid.PolicyConfig` of this configuration (validates the values)."""
+    init_mu = None
+    if self.init_lr is not None or self.init_steps is not None:
+      lr = self.init_lr if self.init_lr is not None else float(np.sqrt(min(self.lr_grid) * max(self.lr_grid)))
+      steps = self.init_steps if self.init_steps is not None else float(np.sqrt(min(self.steps_grid) * max(self.steps_grid)))
+      init_mu = (float(lr), float(steps))
+    return hparam_grid.PolicyConfig(
+        grids=(tuple(float(v) for v in self.lr_grid), tuple(float(v) for v in self.steps_grid)),
+        log_scale=(True, self.steps_log_scale), names=("lr", "steps"), window=self.window,
+        hyper_lr=self.hyper_lr, init_mu=init_mu, init_std=self.init_std,
+        min_reward=self.min_reward, baseline=self.baseline)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedExConfig:
+  """FedEx (seed 002): k client configurations around ``center`` and θ over them.
+
+  ``space`` is a `fedex_space.SearchSpace`, ``options`` a `fedex_space.FedExOptions`;
+  ``center`` (None: the client configuration, else the space's midpoint).
+  """
+
+  space: Any = None
+  options: Any = None
+  center: Optional[dict] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RobustConfig:
+  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients."""
+
+  aggregator: str = option("mean", "aggregator", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
+  trim_fraction: float = option(0.2, "trim_fraction", "trimmed_mean: fraction dropped at each end per coordinate.")
+  clip_norm: Optional[float] = option(None, "clip_norm",
+                                      "norm_clip: fixed L2 norm (default: adaptive, 0.8-quantile).", kind="float")
+  zeroing: bool = option(True, "zeroing", "Zero client updates with huge norms (TFF zeroing); non-finite "
+                         "ones are always excluded.")
+  zeroing_norm: Optional[float] = option(None, "zeroing_norm", "Fixed zeroing norm (default: TFF's adaptive one).",
+                                         kind="float")
+  byzantine_attack: str = option("none", "byzantine_attack", "Corruption: none, sign_flip, gaussian, scaled, nan.")
+  byzantine_scale: Optional[float] = option(None, "byzantine_scale",
+                                            "Scale of sign_flip (default 1) / scaled (default 10).", kind="float")
+  byzantine_sigma: float = option(1.0, "byzantine_sigma", "σ of the gaussian attack.")
+
+  def __post_init__(self):
+    aggregation.validate_aggregator(self.aggregator, self.trim_fraction, self.clip_norm, self.zeroing_norm)
+    attacks.validate_attack(self.byzantine_attack, 0.0, self.byzantine_scale, self.byzantine_sigma)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessConfig:
+  """Everything `process.build_process` needs besides the task."""
+
+  client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
+  server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
+  weighting: str = option("num_examples", "weighting",
+                          "Aggregation weights: num_examples, uniform, val_accuracy, train_accuracy.",
+                          choices=WEIGHTINGS)
+  # "sampled": Δ_t = Σ_{S_t} n_k Δ_k / Σ_{S_t} n_k (Reddi et al.); "all": Σ_{S_t} n_k Δ_k / N,
+  # N over all K clients (seed 000, Algorithm 1 line 13).
+  aggregation_norm: str = option("sampled", "aggregation_norm",
+                                 "Denominator of the weighted mean: sampled (Σ n_k over the round's clients) or "
+                                 "all (N over all K clients, seed 000 Algorithm 1 line 13: the step shrinks by ≈ C).",
+                                 check=lambda v: v in AGGREGATION_NORMS,
+                                 allowed="choose one of " + ", ".join(AGGREGATION_NORMS))
+  ah: Optional[AHConfig] = None
+  fedex: Optional[FedExConfig] = None
+  robust: RobustConfig = dataclasses.field(default_factory=RobustConfig)
+  seed: int = seed_option()
+
+  def __post_init__(self):
+    options.validate(self)
+    if self.ah is not None:
+      options.check(self.client.local_steps > 0, "local_steps", self.client.local_steps,
+                    "--ah tunes the local steps: use --local_steps > 0")
+
+  @property
+  def uses_rm(self) -> bool:
+    return self.client.rm_weight > 0
+
+  @property
+  def needs_client_val(self) -> bool:
+    return self.weighting == "val_accuracy" or self.fedex is not None

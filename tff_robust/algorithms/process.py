@@ -1,0 +1,329 @@
+"""One TFF `LearningProcess`: generalized FedAvg (seed 004, Algorithm 2) with RM/ER/WD
+client work (seed 000 §3.1) and the adaptive hyper-parameter policy (seed 000 §3.2) in
+its server state.
+
+A round: the server fixes the round's client learning rate and step count (a
+schedule, or a sample h_t ~ P(·|ψ_t)), broadcasts them with w_t; each client
+trains (`client_work`); deltas are aggregated with weights (`aggregation`);
+the server optimizer applies the pseudo-gradient −Δ_t; with AH the loss of
+w_{t+1} gives the reward that updates ψ (eq. 7); with FedEx θ takes its step.
+The server's parts are the components of `server`; this module wires them.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_robust.algorithms import aggregation
+from tff_robust.algorithms import client_work
+from tff_robust.algorithms import evaluation
+from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import server
+from tff_robust.algorithms.config import ProcessConfig
+from tff_robust.common import seeding
+
+ModelWeights = tff.learning.models.ModelWeights
+
+
+def initial_weights(model_fn, seed: int) -> ModelWeights:
+  """Model weights drawn by Keras' initialisers under ``seed`` (reproducible)."""
+  with seeding.global_seed(seed):
+    model = model_fn()
+  return ModelWeights(
+      trainable=[v.numpy() for v in model.trainable_variables],
+      non_trainable=[v.numpy() for v in model.non_trainable_variables])
+
+
+def _tensor_specs(values) -> list[tf.TensorSpec]:
+  return [tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for v in values]
+
+
+class RobustProcess(tff.learning.templates.LearningProcess):
+  """A `LearningProcess` that also exposes what the training loop needs.
+
+  Attributes beyond the base class:
+    client_input_type: the client-placed input of ``next``.
+    next_with_client_states: with ``--rm_client_state=persist``, a computation
+      ``(state, client_inputs) -> (LearningProcessOutput, θ@CLIENTS)``; ``None`` otherwise.
+    trainer: the `client_work.ClientTrainer` (describes the client input).
+    after_rejection: ``(previous_state, rejected_state) -> state`` for a round the
+      training loop's divergence guard rejects (see `build_process`).
+  """
+
+  def __init__(self, initialize_fn, next_fn, get_model_weights, set_model_weights, *,
+               next_with_client_states, trainer: client_work.ClientTrainer, after_rejection,
+               get_hparams_fn=None, set_hparams_fn=None):
+    super().__init__(initialize_fn, next_fn, get_model_weights, set_model_weights,
+                     get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
+    self.next_with_client_states = next_with_client_states
+    self.after_rejection = after_rejection
+    self.trainer = trainer
+    self.client_input_type = trainer.input_type()
+
+
+def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
+  """The k FedEx configurations, drawn around the centre (seed 002)."""
+  fc, ccfg = config.fedex, config.client
+  space = fc.space or fedex_space.SearchSpace()
+  options = fc.options or fedex_space.FedExOptions(seed=config.seed)
+  if config.ah is not None:
+    clash = {"learning_rate", "local_steps", "local_epochs"} & set(space.names)
+    if clash:
+      raise ValueError(f"--ah tunes the round's learning rate and local steps; FedEx must not also "
+                       f"tune {sorted(clash)} (set --fedex_{sorted(clash)[0]}=none)")
+  if ccfg.local_steps > 0 and "local_epochs" in space.names:
+    raise ValueError("FedEx tunes local_epochs but --local_steps > 0: tune local_steps instead "
+                     "(--fedex_local_epochs=none --fedex_local_steps=...) or use --local_steps=0")
+  if ccfg.local_steps == 0 and "local_steps" in space.names:
+    raise ValueError("FedEx tunes local_steps but --local_steps=0 (epochs): tune local_epochs instead")
+  if "dropout" in space.names:
+    raise ValueError("--fedex_dropout is not supported: dropout rates are fixed in the Keras model")
+  center = dict(fc.center) if fc.center else space.midpoint()
+  if not fc.center:
+    defaults = {"learning_rate": ccfg.lr, "batch_size": ccfg.batch_size, "prox_mu": ccfg.wd_mu,
+                "local_steps": ccfg.local_steps, "local_epochs": ccfg.local_epochs}
+    for name in space.names:
+      spec = space.spec(name)
+      value = defaults.get(name)
+      if value is None:
+        continue
+      if isinstance(spec, tuple) and value in spec:
+        center[name] = value
+      elif isinstance(spec, fedex_space.Range) and spec.low <= value <= spec.high:
+        center[name] = value
+  configs = fedex_space.sample_configs(space, center, options.radius, options.k, options.seed)
+  return client_work.FedExClient(space=space, options=options, configs=configs)
+
+
+def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
+  """L(w) on the server-held validation set (seed 000 §3.3, first scheme), for TF computations."""
+
+  def server_loss(weights) -> tf.Tensor:
+    model, loss_fn = spec.model_fn(), spec.loss_fn()
+
+    @tf.function  # orders the weight assignment before the evaluation
+    def run(trainable, non_trainable):
+      evaluation.assign_weights(model, trainable, non_trainable)
+      data = tf.data.Dataset.from_tensor_slices(server_val).batch(256)
+      loss_sum, _, _, count = evaluation.evaluate(model, data, loss_fn, None)
+      return loss_sum / tf.maximum(count, 1.0)
+
+    return run(list(weights.trainable), list(weights.non_trainable))
+
+  return server_loss
+
+
+def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
+                  rm_client_state: str = "reset",
+                  server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                  total_examples: Optional[int] = None) -> RobustProcess:
+  """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
+
+  Type signatures (S: the server state, C: `client_input_type`, M: the round's metrics)::
+
+    initialize: ( -> <core=<model, opt, round[, ah][, fedex]>, agg=...>@SERVER)
+    next:       (<S@SERVER, {C}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)
+
+  A round: h_t from the schedule or the AH policy; w_t, h_t (and FedEx's θ) broadcast;
+  client work; the aggregator's Δ_t; the server optimizer, then each component's update.
+
+  Args:
+    spec: model builder, loss, accuracy and the element spec of client data.
+    config: client, server, weighting and AH configuration.
+    rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
+      ``reset`` (fresh θ each round).
+    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
+  """
+  if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
+    raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
+  ah = config.ah
+  if ah is not None and ah.loss_source == "server" and server_val is None:
+    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
+  w0 = initial_weights(spec.model_fn, config.seed)
+  weights_type = ModelWeights(
+      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
+      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
+  trainable_specs = _tensor_specs(w0.trainable)
+
+  # ---- the parts: client work, aggregator, server components -----------------------
+  rob = config.robust
+  agg_process = aggregation.build_aggregator(
+      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
+      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm).create(
+      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
+      tff.TensorType(np.float32))
+  client_loss = ah is not None and ah.loss_source == "clients"
+  fx = fedex_client(config) if config.fedex is not None else None
+  trainer = client_work.ClientTrainer(
+      spec, config.client, config.weighting, has_val=config.needs_client_val,
+      theta_in=rm_client_state == "persist", seed=config.seed,
+      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx,
+      attack=(None if rob.byzantine_attack == "none"
+              else (rob.byzantine_attack, rob.byzantine_scale, rob.byzantine_sigma)))
+  opt = server.ServerOptimizer(config.server, trainable_specs)
+  policy = None if ah is None else server.AdaptiveHparams(
+      ah, config.seed, None if client_loss else _server_loss_fn(spec, server_val))
+  fedex_part = None if fx is None else server.FedExServer(
+      fx.options, len(fx.space.names) if fx.options.product_space else None)
+  hparam_source: server.HparamSource = policy or server.Schedule(config.client)
+  components = [c for c in (policy, fedex_part) if c is not None]  # state order: ah, fedex
+
+  # ---- server-side TF computations -------------------------------------------------
+  @tff.tensorflow.computation
+  def server_init():
+    weights = ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
+                           non_trainable=[tf.constant(v) for v in w0.non_trainable])
+    state = collections.OrderedDict(model=weights, opt=opt.initial_state(weights),
+                                    round=tf.constant(0, tf.int32))
+    for part in components:
+      state[part.key] = part.initial_state(weights)
+    return state
+
+  state_type = server_init.type_signature.result
+
+  @tff.tensorflow.computation(state_type)
+  def round_hparams(state):
+    return hparam_source.round_hparams(state, state["round"] + 1)
+
+  hparams_type = round_hparams.type_signature.result
+
+  @tff.tensorflow.computation(state_type, hparams_type)
+  def make_broadcast(state, hparams):
+    out = collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
+    for part in components:
+      out.update(part.broadcast(state[part.key]))
+    return out
+
+  client_update = trainer.build(make_broadcast.type_signature.result)
+  client_out_type = client_update.type_signature.result
+  agg_result_type = agg_process.next.type_signature.result
+
+  @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
+                              client_out_type["metrics"], agg_result_type.measurements.member)
+  def server_update(state, hparams, mean_delta, sums, measurements):
+    """The optimizer's step (skipped when no client update survived), then each component's."""
+    excluded = sums["nonfinite"] + tf.cast(measurements["nonfinite_count"], tf.float32)
+    any_update = sums["num_clients"] - excluded > 0
+    trainable = list(state["model"].trainable)
+    opt_state, new_trainable = opt.step(state["opt"], trainable, mean_delta, any_update, state["round"])
+    new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
+    new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
+    round_ = server.Round(t=state["round"] + 1, hparams=hparams, sums=sums, new_weights=new_weights)
+    part_metrics = {}
+    for part in components:
+      new_state[part.key], part_metrics[part.key] = part.update(state[part.key], round_)
+    metrics = server.round_metrics(sums, hparams, mean_delta)
+    if fedex_part is not None:
+      metrics.update(server.prefixed("fedex", part_metrics["fedex"]))
+    metrics.update(server.prefixed("agg", measurements))
+    if policy is not None:
+      metrics.update(server.prefixed("ah", part_metrics["ah"]))
+    if config.needs_client_val:
+      metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_predictions"])
+    return new_state, metrics
+
+  if config.aggregation_norm == "all":
+    inv_total = np.float32(1.0 / float(total_examples))
+
+    @tff.tensorflow.computation(client_out_type["delta"], client_out_type["metrics"])
+    def kept_examples(delta, metrics):
+      """n_k of a client whose update reaches the aggregate (finite), else 0."""
+      finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
+      finite = tf.logical_and(finite, tf.equal(metrics["nonfinite"], 0.0))
+      return tf.where(finite, tf.cast(metrics["num_examples"], tf.float32), tf.constant(0.0))
+
+    @tff.tensorflow.computation(agg_result_type.result.member, np.float32)
+    def scale_to_all(mean_delta, kept):
+      """Algorithm 1 line 13 (seed 000): the weighted mean over S_t times Σ_{S_t} n_k / N."""
+      return [d * kept * inv_total for d in mean_delta]
+
+  # ---- federated computations ------------------------------------------------------
+  full_state_type = tff.StructWithPythonType(
+      [("core", state_type), ("agg", agg_process.initialize.type_signature.result.member)],
+      collections.OrderedDict)
+
+  @tff.federated_computation
+  def initialize_fn():
+    core = tff.federated_eval(server_init, tff.SERVER)
+    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg_process.initialize()))
+
+  def _round(state, client_inputs):
+    core, agg_state = state.core, state.agg
+    hparams = tff.federated_map(round_hparams, core)
+    broadcast = tff.federated_broadcast(tff.federated_map(make_broadcast, (core, hparams)))
+    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
+    agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
+    sums = tff.federated_sum(outputs.metrics)
+    mean_delta = agg_output.result
+    if config.aggregation_norm == "all":  # Σ_{S_t} (n_k / N) Δ_k = (Σ_{S_t} n_k / N) · weighted mean
+      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.metrics)))
+      mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
+    updated = tff.federated_map(
+        server_update, (core, hparams, mean_delta, sums, agg_output.measurements))
+    new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs
+
+  server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
+  clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
+
+  @tff.federated_computation(server_state_type, clients_type)
+  def next_fn(state, client_inputs):
+    return _round(state, client_inputs)[0]
+
+  next_with_client_states = None
+  if trainer.theta_in:
+    @tff.federated_computation(server_state_type, clients_type)
+    def next_with_client_states(state, client_inputs):
+      output, outputs = _round(state, client_inputs)
+      return output, outputs.theta
+
+  get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
+      full_state_type, weights_type, opt, policy)
+  return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
+                       next_with_client_states=next_with_client_states, trainer=trainer,
+                       after_rejection=after_rejection, get_hparams_fn=get_hparams,
+                       set_hparams_fn=set_hparams)
+
+
+def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer,
+                     policy: Optional[server.AdaptiveHparams]) -> tuple:
+  """get/set_model_weights, after_rejection, get/set_hparams (the server optimizer's) of the state."""
+
+  def replace_core(state, **entries):
+    core = collections.OrderedDict(state["core"].items())
+    core.update(entries)
+    return collections.OrderedDict(core=core, agg=state["agg"])
+
+  @tff.tensorflow.computation(full_state_type)
+  def get_model_weights(state):
+    return state["core"]["model"]
+
+  @tff.tensorflow.computation(full_state_type, weights_type)
+  def set_model_weights(state, weights):
+    return replace_core(state, model=weights)
+
+  @tff.tensorflow.computation(full_state_type, full_state_type)
+  def after_rejection(previous, rejected):
+    """The state after a round the divergence guard rejected: ``previous``'s model, optimizer
+    and aggregator state, but the round counter of ``rejected`` (the next round draws a new
+    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's reward."""
+    entries = {"round": rejected["core"]["round"]}
+    if policy is not None:
+      entries[policy.key] = policy.after_rejection(previous["core"][policy.key], rejected["core"][policy.key])
+    return replace_core(previous, **entries)
+
+  @tff.tensorflow.computation(full_state_type)
+  def get_hparams(state):
+    return opt.optimizer.get_hparams(state["core"]["opt"])
+
+  @tff.tensorflow.computation(full_state_type, get_hparams.type_signature.result)
+  def set_hparams(state, hparams):
+    return replace_core(state, opt=opt.optimizer.set_hparams(state["core"]["opt"], hparams))
+
+  return get_model_weights, set_model_weights, after_rejection, get_hparams, set_hparams

@@ -1,0 +1,217 @@
+"""The server side of a round, as small components with one interface.
+
+`process.build_process` wires these inside the server's TF computations. Each stateful
+component owns one entry ``key`` of the server state and answers four questions:
+
+  ``initial_state(w_0)``      its entry before round 1
+  ``broadcast(entry)``        what it sends to the clients besides w_t and h_t (a dict)
+  ``update(entry, round_)``   its entry after the round and its metrics (unprefixed names)
+
+The round's client hyper-parameters h_t = (lr, steps) come from one `HparamSource`:
+`Schedule` (seed 004's client schedules) or `AdaptiveHparams` (seed 000 §3.2, h_t ~ P(·|ψ_t)).
+`ServerOptimizer` applies SERVEROPT to the pseudo-gradient −Δ_t (seed 004, Algorithm 2);
+`FedExServer` holds FedEx's θ over the k client configurations (seed 002).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Optional, Protocol
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_robust.algorithms import fedex as fedex_lib
+from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import hparam_grid
+from tff_robust.algorithms import reinforce
+from tff_robust.algorithms import schedules
+from tff_robust.algorithms import server_opt
+from tff_robust.algorithms.config import AHConfig, ClientConfig, ServerConfig
+
+ModelWeights = tff.learning.models.ModelWeights
+LossFn = Callable[[ModelWeights], tf.Tensor]
+
+
+class Round(NamedTuple):
+  """What a component sees after the clients' round t."""
+
+  t: tf.Tensor  # the round's number, 1-based (int32)
+  hparams: Mapping[str, Any]  # h_t as broadcast (and AH's sample)
+  sums: Mapping[str, tf.Tensor]  # federated sums of the clients' reports
+  new_weights: ModelWeights  # w_{t+1}
+
+
+class ServerComponent(Protocol):
+  key: str
+
+  def initial_state(self, weights: ModelWeights) -> Any: ...
+
+  def broadcast(self, entry) -> dict[str, Any]: ...
+
+  def update(self, entry, round_: Round) -> tuple[Any, collections.OrderedDict]: ...
+
+
+class HparamSource(Protocol):
+  def round_hparams(self, state: Mapping[str, Any], t: tf.Tensor) -> collections.OrderedDict: ...
+
+
+class Schedule:
+  """h_t from the client schedules: lr η_l(t) and K(t) local steps (0 = epochs, none broadcast)."""
+
+  def __init__(self, client: ClientConfig):
+    self.client = client
+
+  def round_hparams(self, state, t) -> collections.OrderedDict:
+    c = self.client
+    lr = schedules.client_lr(t, c.lr, c.lr_schedule, c.lr_decay_rate, c.lr_decay_every)
+    if c.local_steps > 0:
+      steps = schedules.local_steps(t, c.local_steps, c.steps_decay_rate, c.steps_decay_every,
+                                    c.min_local_steps)
+    else:
+      steps = tf.constant(0, tf.int32)
+    return collections.OrderedDict(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
+
+
+class AdaptiveHparams:
+  """The AH policy ψ = (μ, A) (seed 000 §3.2): h_t ~ P(·|ψ_t), eq. 7's update from r_t.
+
+  ``server_loss`` is L(w) on the server's validation set (§3.3, first scheme); ``None``
+  means the clients report L_t of the received model before training (second scheme),
+  which scores h_{t-1} one round late.
+  """
+
+  key = "ah"
+
+  def __init__(self, ah: AHConfig, seed: int, server_loss: Optional[LossFn]):
+    self.policy = ah.policy_config()
+    self.seed = seed
+    self.server_loss = server_loss
+    self._points = hparam_grid.normalized_grid(self.policy)
+    self._values = hparam_grid.grid_values(self.policy)
+    self._bounds = hparam_grid.bounds(self.policy)
+
+  def initial_state(self, weights: ModelWeights) -> reinforce.PolicyState:
+    state = tf.nest.map_structure(tf.constant, reinforce.initial_state(self.policy))
+    if self.server_loss is not None:  # L_1 <- Loss(w_1), Algorithm 1 line 2
+      state = state._replace(last_loss=self.server_loss(weights))
+    return state
+
+  def round_hparams(self, state, t) -> collections.OrderedDict:
+    """h_t ~ P(·|ψ_t), seeded by (seed, t)."""
+    seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(t, tf.int64)])
+    index, sampled = reinforce.sample(state[self.key], self._points, seed)
+    h = tf.gather(tf.constant(self._values), index)
+    return collections.OrderedDict(
+        lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32), ah=sampled)
+
+  def broadcast(self, entry) -> dict[str, Any]:
+    return {}
+
+  def update(self, entry, round_: Round) -> tuple[reinforce.PolicyState, collections.OrderedDict]:
+    """r_t = (L_t − L_{t+1}) / L_t and ψ's eq. 7 step; metrics: μ, marginals, r_t, r̂, L."""
+    p = self.policy
+    sampled = round_.hparams["ah"]
+    if self.server_loss is None:
+      # The clients evaluated w_t before training: L_t, the reward of h_{t-1} (one round
+      # late). Update ψ with the previous round's score, then keep h_t's.
+      loss = tf.math.divide_no_nan(round_.sums["pre_loss_sum"], round_.sums["pre_count"])
+      updated, _ = reinforce.observe_loss(entry, loss, p.hyper_lr, self._bounds, p.min_reward, p.baseline)
+      state = updated._replace(last_index=sampled.last_index, last_score=sampled.last_score)
+    else:  # L_{t+1} of the aggregate model on the server's validation set
+      loss = self.server_loss(round_.new_weights)
+      state, _ = reinforce.observe_loss(sampled, loss, p.hyper_lr, self._bounds, p.min_reward, p.baseline)
+    metrics = reinforce.policy_metrics(p, state)
+    metrics["loss"] = loss
+    return state, metrics
+
+  def after_rejection(self, previous, rejected) -> reinforce.PolicyState:
+    """ψ keeps what it learnt from the rejected h_t's reward; with the server's loss source
+    L_t stays the kept model's loss (the clients' source measured L_t on it already)."""
+    state = reinforce.PolicyState(*rejected)
+    if self.server_loss is not None:
+      state = state._replace(last_loss=reinforce.PolicyState(*previous).last_loss)
+    return state
+
+
+class FedExServer:
+  """FedEx's θ over the k configurations: θ ← θ ⊙ exp(−η_t ∇̃), normalised (seed 002)."""
+
+  key = "fedex"
+
+  def __init__(self, options: fedex_space.FedExOptions, rows: Optional[int]):
+    self.options = options
+    self.rows = rows  # one θ row per hyper-parameter in the product space, else None
+
+  def initial_state(self, weights: ModelWeights) -> collections.OrderedDict:
+    return collections.OrderedDict(
+        theta=tf.constant(fedex_lib.initial_theta(self.options.k, self.rows), tf.float32),
+        baseline_num=tf.constant(0.0), baseline_den=tf.constant(0.0))
+
+  def broadcast(self, entry) -> dict[str, Any]:
+    return {"fedex_theta": entry["theta"]}
+
+  def update(self, entry, round_: Round) -> tuple[collections.OrderedDict, collections.OrderedDict]:
+    s = round_.sums
+    theta, num, den, fx_metrics = fedex_lib.server_update(
+        entry["theta"], entry["baseline_num"], entry["baseline_den"], s["fedex_loss"], s["fedex_count"],
+        s["fedex_total"], tf.cast(round_.t, tf.float32), self.options)
+    metrics = collections.OrderedDict((k, tf.cast(v, tf.float32)) for k, v in fx_metrics.items())
+    metrics["theta_max"] = tf.reduce_max(theta)
+    return collections.OrderedDict(theta=theta, baseline_num=num, baseline_den=den), metrics
+
+
+class ServerOptimizer:
+  """x_{t+1} = SERVEROPT(x_t, −Δ_t) (seed 004, Algorithm 2) with η_t = η γ^t when γ < 1.
+
+  Not a `ServerComponent`: it makes the w_{t+1} that the components' `Round` carries, so it
+  steps before them (``step``), and it broadcasts nothing.
+  """
+
+  def __init__(self, server: ServerConfig, trainable_specs: list[tf.TensorSpec]):
+    self.config = server
+    self.specs = trainable_specs
+    self.optimizer = server_opt.build_server_optimizer(
+        server.opt, learning_rate=server.lr, momentum=server.momentum, beta1=server.beta1,
+        beta2=server.beta2, tau=server.tau)
+
+  def initial_state(self, weights: ModelWeights) -> Any:
+    return self.optimizer.initialize(self.specs)
+
+  def step(self, entry, trainable: list, mean_delta: list, any_update: tf.Tensor,
+           completed_rounds: tf.Tensor) -> tuple[Any, list]:
+    """(optimizer state, x_{t+1}); both unchanged when no client update survived."""
+    opt_in = entry
+    if self.config.lr_decay != 1.0:  # eta_t = eta gamma^t (seed 002's arms), t = completed rounds
+      opt_in = collections.OrderedDict(entry)
+      opt_in[server_opt.LEARNING_RATE_KEY] = tf.constant(self.config.lr, tf.float32) * tf.pow(
+          tf.constant(self.config.lr_decay, tf.float32), tf.cast(completed_rounds, tf.float32))
+    opt_state, new_trainable = self.optimizer.next(opt_in, trainable, [-d for d in mean_delta])
+    new_trainable = [tf.where(any_update, n, o) for n, o in zip(new_trainable, trainable)]
+    opt_state = tf.nest.map_structure(lambda n, o: tf.where(any_update, n, o), opt_state, entry)
+    return opt_state, new_trainable
+
+
+def round_metrics(sums: Mapping[str, tf.Tensor], hparams: Mapping[str, Any],
+                  mean_delta: list) -> collections.OrderedDict:
+  """The round's training metrics from the clients' sums; RM's eq. 1 per example, total and per layer j."""
+  count = tf.maximum(sums["count"], 1.0)
+  metrics = collections.OrderedDict(
+      train_loss=sums["loss_sum"] / count,
+      train_accuracy=sums["correct"] / tf.maximum(sums["predictions"], 1.0),
+      client_lr=hparams["lr"], local_steps=hparams["steps"],
+      num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
+      examples_trained=sums["count"],
+      update_norm=tf.linalg.global_norm(mean_delta),
+      client_drift=sums["drift_sum"] / tf.maximum(sums["num_clients"] - sums["nonfinite"], 1.0))
+  rm_keys = sorted((k for k in sums if k.startswith("rm_term")), key=lambda k: int(k[7:-4]))
+  if rm_keys:
+    metrics["rm_loss"] = tf.add_n([sums[k] for k in rm_keys]) / count
+    for key in rm_keys:
+      metrics[f"rm_loss_{key[7:-4]}"] = sums[key] / count
+  return metrics
+
+
+def prefixed(prefix: str, metrics: Mapping[str, tf.Tensor]) -> collections.OrderedDict:
+  return collections.OrderedDict((f"{prefix}_{k}", tf.cast(v, tf.float32)) for k, v in metrics.items())

@@ -1,0 +1,240 @@
+"""The training loop: each round, the clients `selection` draws get their inputs from
+`client_data`, the process trains them, the `guard` may reject the result, and the round's
+metrics go out through `releases`; `checkpoints` saves the state (and the clients' θ) so a
+run resumes where it stopped.
+
+Everything random is derived from (seed, round): the clients sampled, each
+client's data order and the process' own per-round seeds. A run resumed from a
+checkpoint therefore continues exactly as the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tff_robust.algorithms import evaluation
+from tff_robust.algorithms.process import RobustProcess
+from tff_robust.common import options
+from tff_robust.common.options import option, seed_option
+from tff_robust.simulation import client_states
+from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
+from tff_robust.simulation.client_data import ClientFeed
+from tff_robust.simulation.guard import DivergenceGuard
+from tff_robust.simulation.releases import RunReleases, to_float_dict
+from tff_robust.simulation.selection import ClientSelection, num_sampled
+from tff_robust.tasks.base import Task
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """How the driver runs a process (flags `--rounds`, `--clients_per_round`, ...)."""
+
+  output_dir: str
+  rounds: int = option(30, "rounds", "Number of federated rounds.", check=lambda v: v >= 1, allowed="must be ≥ 1")
+  clients_per_round: int = option(0, "clients_per_round", "Clients sampled per round (0: use --client_fraction).",
+                                  check=lambda v: v >= 0, allowed="must be ≥ 0")
+  client_fraction: float = option(1.0, "client_fraction", "Fraction C of clients sampled per round.",
+                                  check=lambda v: 0 < v <= 1, allowed="must be in (0, 1]")
+  rounds_per_eval: int = option(10, "rounds_per_eval", "Evaluate on the test set every N rounds.",
+                                check=lambda v: v >= 1, allowed="must be ≥ 1")
+  rounds_per_checkpoint: int = option(10, "rounds_per_checkpoint", "Checkpoint every N rounds.",
+                                      check=lambda v: v >= 1, allowed="must be ≥ 1")
+  seed: int = seed_option()
+  client_val_every: int = option(10, "client_val_every",
+                                 "With val_accuracy weighting, every n-th client example is held out.",
+                                 check=lambda v: v >= 2, allowed="must be ≥ 2")
+  shuffle_buffer: int = 1000
+  eval_batch_size: int = 256
+  max_clients_in_memory: int = 1000
+  log_every: int = 1
+  client_dropout_rate: float = option(0.0, "client_dropout_rate",
+                                      "Each sampled client fails independently with this probability.",
+                                      check=lambda v: 0 <= v < 1, allowed="must be in [0, 1)")
+  byzantine_fraction: float = option(0.0, "byzantine_fraction",
+                                     "Fraction of each round's clients that send corrupted updates.",
+                                     check=lambda v: 0 <= v < 1, allowed="must be in [0, 1)")
+  divergence_factor: float = option(0.0, "divergence_factor",
+                                    "Reject a round whose model loss (256 held-out examples) is non-finite or "
+                                    "exceeds this factor × the last accepted one (0 = off).",
+                                    check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+
+  def __post_init__(self):
+    options.validate(self)
+
+
+class StoppedError(Exception):
+  """`TrainingLoop.run` stopped at the end of a round because ``stop()`` said so; the
+  round's checkpoint is saved, so running again resumes after it."""
+
+  def __init__(self, round_num: int):
+    super().__init__(f"stopped after round {round_num}")
+    self.round_num = round_num
+
+
+class TrainingLoop:
+  """Drives ``process`` over ``task`` as ``config`` says; see `run`."""
+
+  def __init__(self, process: RobustProcess, task: Task, config: LoopConfig, *,
+               initial_theta_fn: Optional[Callable[[str], list[np.ndarray]]] = None):
+    self.process = process
+    self.task = task
+    self.config = config
+    self.client_ids = sorted(task.train.client_ids)
+    os.makedirs(config.output_dir, exist_ok=True)
+    theta_store = None
+    if process.trainer.theta_in:
+      if initial_theta_fn is None:
+        raise ValueError("persisted client state needs initial_theta_fn")
+      theta_store = client_states.ClientStateStore(
+          os.path.join(config.output_dir, "client_states"), initial_theta_fn,
+          config.max_clients_in_memory)
+    self.theta_store = theta_store
+    self.selection = ClientSelection(
+        self.client_ids, num_sampled(len(self.client_ids), config.clients_per_round, config.client_fraction),
+        config.seed, config.client_dropout_rate, config.byzantine_fraction)
+    self.client_input = ClientFeed(task.train, self.client_ids, process.trainer.input, config.seed,
+                                   config.shuffle_buffer, config.client_val_every, theta_store)
+    self.checkpoints = RunCheckpoints(config.output_dir, theta_store)
+    self.releases = RunReleases(config.output_dir, config.log_every)
+    self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
+    self._test = task.test.batch(config.eval_batch_size).cache()
+    self._val = (task.validation.batch(config.eval_batch_size).cache()
+                 if task.validation is not None else None)
+    self.guard = None
+    if config.divergence_factor > 0:
+      guard_data = tf.data.Dataset.from_tensor_slices(  # the same (from seed) on every restart
+          evaluation.server_sample(task.train, task.validation, 256, config.seed)).batch(256).cache()
+      self.guard = DivergenceGuard(config.divergence_factor,
+                                   lambda state: self._metrics_of(state, guard_data)["loss"])
+    self.state = None
+
+  @property
+  def history(self) -> list[dict[str, float]]:
+    """``{"round": t, **metrics}`` of every round this loop ran, in order."""
+    return self.releases.history
+
+  def _metrics_of(self, state, dataset: tf.data.Dataset) -> dict[str, float]:
+    weights = self.process.get_model_weights(state)
+    return self._evaluate(weights.trainable, weights.non_trainable, dataset)
+
+  def evaluate(self, state) -> dict[str, float]:
+    """Test metrics (``test_*``) and, when the task holds out validation data, ``val_*``."""
+    out = {f"test_{k}": v for k, v in self._metrics_of(state, self._test).items()}
+    if self._val is not None:
+      out.update({f"val_{k}": v for k, v in self._metrics_of(state, self._val).items()})
+    return out
+
+  def _round(self, state, round_num: int) -> tuple[object, dict[str, float]]:
+    """One round: the clients train, the guard accepts or rejects; the next state and metrics."""
+    clients = self.selection(round_num)
+    if not clients.training:  # every sampled client dropped out: record the round, keep the model
+      return state, {"num_clients": 0.0, "dropped_clients": float(len(clients.sampled)),
+                     "skipped_round": 1.0}
+    inputs = [self.client_input(cid, round_num, bool(b))
+              for cid, b in zip(clients.training, clients.byzantine)]
+    if self.theta_store is not None:
+      output, thetas = self.process.next_with_client_states(state, inputs)
+    else:
+      output, thetas = self.process.next(state, inputs), []
+    metrics = to_float_dict(output.metrics)
+    metrics.update(dropped_clients=float(len(clients.sampled) - len(clients.training)),
+                   byzantine_clients=float(np.sum(clients.byzantine)), skipped_round=0.0)
+    if self.guard is not None and self.guard.rejects(output.state, metrics):
+      # Keep the previous model; the round counter and AH's policy move on.
+      metrics["rejected_round"] = 1.0
+      return self.process.after_rejection(state, output.state), metrics
+    metrics["rejected_round"] = 0.0
+    for cid, theta in zip(clients.training, thetas):
+      self.theta_store.put(cid, list(theta), round_num)
+    return output.state, metrics
+
+  def run(self, progress=None, stop: Optional[Callable[[], bool]] = None,
+          rounds: Optional[int] = None) -> dict[str, float]:
+    """Runs (or resumes) training to round ``rounds`` (default: the config's); returns the
+    final metrics (test accuracy/loss) and keeps the last state in ``self.state``.
+
+    ``progress`` (e.g. `console.RunConsole`) gets ``start(resumed_round)`` and
+    ``round(round_num, metrics)``. When ``stop()`` is true at the end of a round, the round
+    is checkpointed and `StoppedError` raised.
+    """
+    cfg = self.config
+    rounds = cfg.rounds if rounds is None else rounds
+    state, start = self.checkpoints.restore(self.process.initialize())
+    if start > rounds:
+      raise CheckpointMismatchError(
+          f"the checkpoint in {self.checkpoints.directory} is of round {start}, beyond --rounds={rounds}: "
+          f"use --rounds ≥ {start} to resume or extend that run")
+    if progress is not None:
+      progress.start(start)
+    if self.guard is not None:
+      self.guard.start(state)
+    final: dict[str, float] = {}
+    for round_num in range(start + 1, rounds + 1):
+      t0 = time.perf_counter()
+      state, metrics = self._round(state, round_num)
+      metrics["round_seconds"] = time.perf_counter() - t0
+      if round_num % cfg.rounds_per_eval == 0 or round_num == rounds:
+        metrics.update(self.evaluate(state))
+      self.releases.release(metrics, round_num, rounds)
+      saved = round_num % cfg.rounds_per_checkpoint == 0 or round_num == rounds
+      if saved:
+        self.checkpoints.save(state, round_num)
+      if progress is not None:
+        progress.round(round_num, metrics)
+      if stop is not None and stop() and round_num < rounds:
+        if not saved:
+          self.checkpoints.save(state, round_num)
+        self.state = state
+        raise StoppedError(round_num)
+      final = metrics
+    self.state = state
+    result = {k: v for k, v in final.items() if k.startswith(("test_", "val_"))}
+    if not result:
+      result = self.evaluate(state)
+    with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
+      json.dump(result, f, indent=2, sort_keys=True)
+    return result
+
+
+def total_train_examples(client_data, val_every: int = 0) -> int:
+  """N = Σ_k n_k over all K clients, of the examples they train on (without every
+  ``val_every``-th one when `split_validation` holds those out)."""
+  total = 0
+  for cid in client_data.client_ids:
+    n = evaluation.num_examples(client_data.create_tf_dataset_for_client(cid))
+    total += n - (-(-n // val_every) if val_every > 0 else 0)
+  return total
+
+
+def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
+                        rm_client_state: str = "reset", ah_val_examples: int = 500) -> TrainingLoop:
+  """The process of ``process_config`` over ``task`` and its driver (what `main` runs).
+
+  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`).
+  """
+  from tff_robust.algorithms import client_work  # pylint: disable=g-import-not-at-top
+  from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
+                               task.train.element_type_structure)
+  server_val = None
+  if process_config.ah is not None and process_config.ah.loss_source == "server":
+    server_val = evaluation.server_sample(task.train, task.validation, ah_val_examples,
+                                          process_config.seed)
+  total = None
+  if process_config.aggregation_norm == "all":  # N of Algorithm 1 line 13
+    total = total_train_examples(task.train, loop_config.client_val_every
+                                 if process_config.needs_client_val else 0)
+  process = process_lib.build_process(spec, process_config, rm_client_state=rm_client_state,
+                                      server_val=server_val, total_examples=total)
+  initial_theta = None
+  if process.trainer.theta_in:
+    theta0 = client_work.initial_theta(spec, process_config.seed)
+    initial_theta = lambda cid: theta0  # noqa: E731
+  return TrainingLoop(process, task, loop_config, initial_theta_fn=initial_theta)

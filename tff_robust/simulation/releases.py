@@ -1,0 +1,60 @@
+"""Where a round's metrics go: ``metrics.csv`` and TensorBoard through `tff.program`'s release
+managers (grouped, keyed by round), an in-memory history, and one line of the log."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_robust.simulation.program_io import run_sync
+
+logger = logging.getLogger("tff_robust")
+
+# The metrics of the log's line per round.
+LOGGED = ("train_loss", "train_accuracy", "test_loss", "test_accuracy", "client_lr", "local_steps",
+          "round_seconds")
+
+
+def to_float_dict(metrics) -> dict[str, float]:
+  """A process' (nested) metrics as flat ``name -> float``: ``a/b`` for nested keys and
+  ``name/i`` for the elements of a non-scalar."""
+  out = {}
+  for key, value in (metrics.items() if hasattr(metrics, "items") else []):
+    if hasattr(value, "items"):
+      for sub, v in to_float_dict(value).items():
+        out[f"{key}/{sub}"] = v
+    else:
+      arr = np.asarray(value)
+      if arr.ndim == 0:
+        out[key] = float(arr)
+      else:
+        for i, v in enumerate(arr.reshape(-1)):
+          out[f"{key}/{i}"] = float(v)
+  return out
+
+
+class RunReleases:
+  """Releases each round's metrics to CSV, TensorBoard and memory (`history`)."""
+
+  def __init__(self, output_dir: str, log_every: int = 1):
+    self.memory = tff.program.MemoryReleaseManager()
+    self.manager = tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(file_path=os.path.join(output_dir, "metrics.csv"),
+                                          key_fieldname="round"),
+        tff.program.TensorBoardReleaseManager(summary_dir=os.path.join(output_dir, "tensorboard")),
+        self.memory])
+    self.log_every = log_every
+
+  def release(self, metrics: dict[str, float], round_num: int, rounds: int) -> None:
+    run_sync(self.manager.release(metrics, key=round_num))
+    if round_num % self.log_every == 0 or round_num == rounds:
+      logger.info("round %d/%d %s", round_num, rounds,
+                  " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k in LOGGED))
+
+  @property
+  def history(self) -> list[dict[str, float]]:
+    """``{"round": t, **metrics}`` of every round released by this object, in order."""
+    return [{"round": t, **m} for t, m in sorted(self.memory.values().items())]

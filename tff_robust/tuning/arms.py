@@ -1,0 +1,108 @@
+"""The arms of a tuning study as real federated training (`study.ArmRunner`).
+
+An arm is the run's process with its own global hyper-parameters (server lr,
+momentum, lr decay) and, for the ``*_fedex`` methods, FedEx inside. Each arm is
+its own `TrainingLoop` with checkpoints in the arm's directory, so SHA continues
+a promoted arm from its last rung and a restarted study resumes an unfinished arm.
+
+Every client's data is split once by position (`federated_eval.ClientSplits`):
+its test part T_i and validation part V_i are never trained on by any arm; the
+arms train on the rest. A FedEx arm holds out its own validation examples of
+that rest for θ's update (`client_data.split_validation`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from tff_robust.algorithms import server_opt
+from tff_robust.algorithms.config import FedExConfig, ProcessConfig
+from tff_robust.simulation.loop import LoopConfig, TrainingLoop, build_training_loop
+from tff_robust.tasks.base import Task
+from tff_robust.tuning import federated_eval
+from tff_robust.tuning.study import Arm
+
+
+def arm_process_config(base: ProcessConfig, params: dict, fedex: Optional[FedExConfig]) -> ProcessConfig:
+  """``base`` with an arm's global hyper-parameters and FedEx on or off.
+
+  ``server_momentum`` is FedAvgM's momentum (``sgd`` becomes ``sgdm``) or, for the
+  adaptive optimizers, their first-moment β1.
+  """
+  server = base.server
+  if "server_lr" in params:
+    server = dataclasses.replace(server, lr=float(params["server_lr"]))
+  if "server_lr_decay" in params:
+    server = dataclasses.replace(server, lr_decay=float(params["server_lr_decay"]))
+  if "server_momentum" in params:
+    m = float(params["server_momentum"])
+    if server.opt in server_opt.ADAPTIVE_OPTIMIZERS:
+      server = dataclasses.replace(server, beta1=m)
+    else:
+      server = dataclasses.replace(server, opt="sgdm", momentum=m)
+  server_opt.build_server_optimizer(server.opt, learning_rate=server.lr, momentum=server.momentum,
+                                    beta1=server.beta1, beta2=server.beta2, tau=server.tau)
+  return dataclasses.replace(base, server=server, fedex=fedex)
+
+
+class FederatedArmRunner:
+  """Trains arms with `TrainingLoop` and scores them on the clients' own data (seed 002)."""
+
+  def __init__(self, task: Task, base: ProcessConfig, loop: LoopConfig, *,
+               fedex: Optional[FedExConfig], rm_client_state: str = "reset",
+               ah_val_examples: int = 500, test_every: int = 5, refine: str = "most_likely"):
+    federated_eval.refine_theta([1.0], refine)  # validates ``refine``
+    self.splits = federated_eval.ClientSplits(task.train, test_every, loop.client_val_every)
+    self.task = dataclasses.replace(task, train=self.splits.training_data())
+    self.client_ids = sorted(task.train.client_ids)
+    self.base, self.loop, self.fedex = base, loop, fedex
+    self.rm_client_state, self.ah_val_examples, self.refine = rm_client_state, ah_val_examples, refine
+    self._loops: dict[tuple[str, int], TrainingLoop] = {}
+    self._evaluator: Optional[federated_eval.FederatedEvaluator] = None
+
+  def config_of(self, arm: Arm) -> ProcessConfig:
+    return arm_process_config(self.base, arm.params, self.fedex if arm.fedex else None)
+
+  def _run(self, arm: Arm, rounds: int) -> TrainingLoop:
+    """Trains (or resumes) the arm to ``rounds`` rounds; the same process serves every rung."""
+    key = (arm.method, arm.number)
+    if key not in self._loops:
+      loop_config = dataclasses.replace(self.loop, output_dir=arm.directory, rounds=rounds)
+      self._loops[key] = build_training_loop(self.task, self.config_of(arm), loop_config,
+                                             rm_client_state=self.rm_client_state,
+                                             ah_val_examples=self.ah_val_examples)
+    training = self._loops[key]
+    training.run(rounds=rounds)
+    return training
+
+  def _pooled(self, training: TrainingLoop, part: str) -> dict[str, float]:
+    """The global model's pooled metrics over every client's ``val`` or ``test`` part."""
+    if self._evaluator is None:
+      self._evaluator = federated_eval.FederatedEvaluator(training.process.trainer.spec)
+    parts = self.splits.val if part == "val" else self.splits.test
+    weights = training.process.get_model_weights(training.state)
+    return self._evaluator.pooled(weights, [parts(cid) for cid in self.client_ids])
+
+  def train(self, arm: Arm, rounds: int) -> float:
+    """Federated validation loss L_V of the arm's global model after ``rounds`` rounds."""
+    return self._pooled(self._run(arm, rounds), "val")["loss"]
+
+  def evaluate(self, arm: Arm, rounds: int) -> dict[str, float]:
+    """"global" and "refine" loss/accuracy on the pooled client test data."""
+    training = self._run(arm, rounds)
+    out = {f"global_{k}": v for k, v in self._pooled(training, "test").items() if k != "examples"}
+    trainer = training.process.trainer
+    theta = None
+    if trainer.fedex is not None:
+      theta = training.state["core"]["fedex"]["theta"]
+    refiner = federated_eval.Refiner(trainer)
+    ccfg = self.config_of(arm).client
+    weights = training.process.get_model_weights(training.state)
+    refined = refiner(weights, ccfg.lr, ccfg.local_steps, self.splits, self.client_ids,
+                      fedex_theta=theta, how=self.refine, seed=self.loop.seed)
+    out.update({f"refine_{k}": v for k, v in refined.items() if k != "examples"})
+    return out
+
+  def release(self, arm: Arm) -> None:
+    self._loops.pop((arm.method, arm.number), None)
