@@ -1,6 +1,6 @@
 """`bench/results.py --plan=reduced`: the results page end to end on offline data (one seed,
 one or two rounds). Every table cell of the page holds a number, every figure exists, and a
-second call starts nothing (finished runs are found). Marked slow (about 10 minutes on 2 cores):
+second call starts nothing (finished runs are found). Marked slow (about 18 minutes on 2 cores):
 CI runs it as its own step after the default suite (`.ci/run`).
 """
 
