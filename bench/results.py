@@ -368,7 +368,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     t1_order = sorted(t1, key=lambda r: "noniid" not in r.cell.row)
     queue = ((t1_order if "table1" in wanted else []) + (t3 if "table3" in wanted else [])
              + (s4 if "seed004" in wanted else []) + (s2 if "seed002" in wanted else []))
-    results = ex.run_all(queue, a.parallel, echo=lambda msg: print(msg, flush=True))
+    try:
+      with ex.interruptible():  # Ctrl-C or kill -INT / -TERM stops every started run, resumable
+        results = ex.run_all(queue, a.parallel, echo=lambda msg: print(msg, flush=True))
+    except (KeyboardInterrupt, ex.Terminated):
+      print("interrupted: every started run was stopped; run the same command again to resume.",
+            file=sys.stderr)
+      return 130
     bad = [r.run.experiment_name for r in results if r.status in ("failed", "conflict")]
     if bad:
       print("failed or conflict: " + ", ".join(bad), file=sys.stderr)

@@ -40,14 +40,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Optional
 
 from tff_robust.experiments.report import notes_for, plot_fig3, summarize, to_markdown, write_table
 from tff_robust.experiments.runs import Overrides, check_data_sources, plan
-from tff_robust.experiments.scheduler import run_all
+from tff_robust.experiments.scheduler import Terminated, interruptible, run_all
 from tff_robust.experiments.tables import TABLES, build_table, select
 
 
@@ -78,14 +77,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   return p.parse_args(argv)
 
 
-class _Terminated(Exception):
-  pass
-
-
-def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
-  raise _Terminated()
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = parse_args(argv)
   try:
@@ -112,19 +103,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
   print(f"{table.name}: {len(table.cells)} cells x {args.seeds} seeds = {len(runs)} runs in "
         f"{runs[0].root_output_dir if runs else args.root_output_dir}", flush=True)
-  previous = signal.signal(signal.SIGTERM, _raise_terminated)
-  # Also when started with SIGINT ignored (a background job of a non-interactive shell).
-  previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
-    results = run_all(runs, args.parallel, python=args.python,
-                      echo=lambda m: print(m, flush=True))
-  except (KeyboardInterrupt, _Terminated):
+    with interruptible():
+      results = run_all(runs, args.parallel, python=args.python,
+                        echo=lambda m: print(m, flush=True))
+  except (KeyboardInterrupt, Terminated):
     print("interrupted: every started run was stopped; run the same command again to resume.",
           file=sys.stderr)
     return 130
-  finally:
-    signal.signal(signal.SIGTERM, previous)
-    signal.signal(signal.SIGINT, previous_int)
   if table.kind == "figure":
     paths = plot_fig3(table, runs, out_dir)
   else:

@@ -4,9 +4,11 @@ and on any exception (Ctrl-C included) every started run is stopped by pid."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +20,28 @@ from tff_robust.runtime import children
 # The repository root, put on the children's PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STOP_TIMEOUT = 20.0
+
+
+class Terminated(Exception):
+  """SIGTERM arrived while runs were going."""
+
+
+def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
+  raise Terminated()
+
+
+@contextlib.contextmanager
+def interruptible():
+  """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM `Terminated`, so `run_all` stops
+  every started run; also in a process started with SIGINT ignored (a background job of a
+  non-interactive shell, as ``nohup ... &`` starts a runner), where Python would not raise it."""
+  previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+  previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous_term)
+    signal.signal(signal.SIGINT, previous_int)
 
 
 @dataclasses.dataclass
