@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Optional
 from absl import flags
 
 from tff_robust import tasks
-from tff_robust.algorithms import fedex
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.algorithms.config import RM_CLIENT_STATES, RobustConfig, ServerConfig

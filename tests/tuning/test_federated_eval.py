@@ -1,7 +1,5 @@
 """Evaluation on the clients' own data (seed 002): splits, pooled loss, and "refine"."""
 
-import collections
-
 import numpy as np
 import pytest
 import tensorflow as tf

@@ -6,5 +6,5 @@ client side (`client_work`: the local objective with representation matching of 
 `aggregation` (weighted means, robust aggregators, the non-finite guard), byzantine `attacks`,
 `evaluation` and the configs that describe all of it (`config`).
 
-May import: tff_robust.common only. Never the simulation driver, the runtime, tuning or the
+May import: tff_robust.common and the task contract (tff_robust.tasks.base). Never the simulation driver, the runtime, tuning or the
 experiment runner."""

@@ -23,7 +23,7 @@ from tff_robust.common.options import option, seed_option
 
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AH_LOSS_SOURCES = ("server", "clients")
-AH_BASELINES = ("mean", "hold", "detrended")
+AH_BASELINES = hparam_grid.BASELINES
 AGGREGATION_NORMS = ("sampled", "all")
 RM_CLIENT_STATES = ("persist", "reset")
 RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
@@ -117,7 +117,7 @@ class AHConfig:
   ``min_reward`` (flag ``--ah_reward_clip``) clips r_t from below; None = the seed's unclipped r_t.
   """
 
-  lr_grid: tuple[float, ...] = option((0.001, 0.003, 0.01, 0.03, 0.1, 0.3), "ah_lr_grid",
+  lr_grid: tuple[float, ...] = option(hparam_grid.DEFAULT_LR_GRID, "ah_lr_grid",
                                       "Allowed client learning rates (normalised in log10 space).")
   steps_grid: tuple[int, ...] = option((5, 10, 20, 40, 80), "ah_steps_grid", "Allowed local SGD steps.",
                                        check=lambda v: all(s >= 1 for s in v), allowed="steps must be ≥ 1")

@@ -5,8 +5,9 @@ layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__
 This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
 check loads `tff_robust.tasks` only when asked). The names below are its public API.
 
-May import: tff_robust.common, tff_robust.runtime.children, tff_robust.plot; the training stack
-only through the programs it starts.
+May import: tff_robust.common, tff_robust.runtime.children, tff_robust.plot, tff_robust.flags (to
+find flagfiles) and tff_robust.tasks (a data-source check, on demand); the training stack only
+through the programs it starts.
 """
 
 from tff_robust.experiments.report import (DASH, Summary, format_cell, notes_for, plot_fig3,

@@ -4,5 +4,6 @@ matching state θ^i (`client_states`), the divergence guard (`guard`), checkpoin
 (`checkpoints`), metrics out (`releases`), and TFF's program coroutines from synchronous code
 (`program_io`).
 
-May import: tff_robust.common and tff_robust.algorithms. Never the runtime, tuning or the
+May import: tff_robust.common, tff_robust.algorithms and the task contract (tff_robust.tasks.base).
+Never the runtime, tuning or the
 experiment runner."""
