@@ -386,6 +386,20 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   assert (tmp_path / "fake" / "calls.txt").read_text().split().count(failing.experiment_name) == 2
 
 
+def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
+  """--rounds_per_checkpoint changes when a run saves, not what it computes: a run started
+  with one cadence is resumed under another; any other flag still conflicts."""
+  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  root = str(tmp_path / "out")
+  then = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=10",)))
+  then.record(sys.executable)
+  now = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1",)))
+  assert now.conflict() is None and now.status() == ex.PENDING
+  other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--rounds=3")))
+  assert other.status() == ex.CONFLICT
+  assert "now --rounds=3" in other.conflict() and "rounds_per_checkpoint" not in other.conflict()
+
+
 def _alive(pid):
   try:
     os.kill(pid, 0)

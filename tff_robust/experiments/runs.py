@@ -25,6 +25,14 @@ FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
 # Run states.
 DONE, PENDING, CONFLICT = "done", "pending", "conflict"
 
+# Flags that say when a run saves its state, not what it computes (a resumed run ends with
+# the same metrics whatever the cadence): a run directory is reused across their values.
+BOOKKEEPING = ("--rounds_per_checkpoint=",)
+
+
+def _computing(args: Sequence[str]) -> list[str]:
+  return [a for a in args if not a.startswith(BOOKKEEPING)]
+
 
 @dataclasses.dataclass(frozen=True)
 class Overrides:
@@ -162,9 +170,9 @@ class Run:
   def conflict(self) -> Optional[str]:
     """Why the existing run directory cannot be reused, or None."""
     recorded = self.recorded_signature()
-    if recorded is None or recorded == self.signature():
+    if recorded is None or _computing(recorded) == _computing(self.signature()):
       return None
-    mine = self.signature()
+    recorded, mine = _computing(recorded), _computing(self.signature())
     then = [a for a in recorded if a not in mine]
     now = [a for a in mine if a not in recorded]
     diff = (f"then {' '.join(then) or '-'}, now {' '.join(now) or '-'}" if then or now
