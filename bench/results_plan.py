@@ -100,9 +100,33 @@ def seed004_table(plan: Plan, metric: ex.Metric = ex.ACCURACY) -> ex.Table:
   return ex.Table("seed004_synthetic", "Seed 004 on Synthetic(1, 1)", ("Optimizer",), rows, cols, cells)
 
 
-def seed004_runs(plan: Plan, root: str) -> list[ex.Run]:
-  over = ex.Overrides(rounds=plan.s004_rounds, extra_flags=("--rounds_per_eval=10",) + plan.s004_extra)
-  return ex.plan(seed004_table(plan), plan.seeds, root, over)
+def _s004_overrides(plan: Plan) -> ex.Overrides:
+  return ex.Overrides(rounds=plan.s004_rounds, extra_flags=("--rounds_per_eval=10",) + plan.s004_extra)
+
+
+def seed004_grid_runs(plan: Plan, root: str) -> list[ex.Run]:
+  """Stage 1: every optimizer x server lr of the grid, seed 0 (what the choice reads)."""
+  return ex.plan(seed004_table(plan), 1, root, _s004_overrides(plan))
+
+
+def seed004_choose(grid_runs: list[ex.Run]) -> dict[str, str]:
+  """Each optimizer's server lr (column key): the best final validation accuracy of seed 0
+  over the grid, once every grid run of that optimizer has finished. The test split is not read."""
+  by_opt: dict[str, list[tuple[float, str]]] = {}
+  complete: dict[str, bool] = {}
+  for r in grid_runs:
+    values = ex.read_values(r, VAL_ACCURACY)
+    complete[r.cell.row] = complete.get(r.cell.row, True) and bool(values)
+    if values:
+      by_opt.setdefault(r.cell.row, []).append((values[0], r.cell.column))
+  return {opt: max(scored)[1] for opt, scored in by_opt.items() if complete[opt]}
+
+
+def seed004_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex.Run]:
+  """Stage 2: seeds 1.. at each optimizer's chosen server lr (seed 0 is its grid run)."""
+  cells = {c.cell_id: c for c in seed004_table(plan).cells}
+  return [ex.Run(cells[f"seed004_synthetic_{opt}_{col}"], s, os.path.abspath(root), _s004_overrides(plan))
+          for opt, col in chosen.items() for s in range(1, plan.seeds)]
 
 
 def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
@@ -122,6 +146,15 @@ def build_corpus(plan: Plan, corpus: str) -> None:
          f"--repeats={plan.kws_repeats}", "--test_fraction=0.2", "--validation_fraction=0.1"]
   print("$", shlex.join(cmd), flush=True)
   subprocess.run(cmd, check=True)
+
+
+def count_test_clips(corpus: str) -> str:
+  """How many clips the corpus's test split holds ("?" before it is built)."""
+  path = os.path.join(corpus, "testing_list.txt")
+  if not os.path.exists(path):
+    return "?"
+  with open(path) as f:
+    return str(sum(1 for line in f if line.strip()))
 
 
 BENCH_JOBS = ("client_time", "round_time")

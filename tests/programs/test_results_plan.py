@@ -1,0 +1,47 @@
+"""The results page's seed-004 protocol (`bench/results_plan.py`): the server lr is chosen per
+optimizer on seed 0's validation accuracy once its grid is finished, and only then do the other
+seeds run, at that lr."""
+
+import json
+import os
+import sys
+
+from helpers.paths import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import results_plan as rp  # noqa: E402  (bench/ is not a package)
+
+
+def _finish(run, val, test):
+  os.makedirs(run.output_dir, exist_ok=True)
+  with open(run.done_path, "w") as f:
+    json.dump({"val_accuracy": val, "test_accuracy": test}, f)
+
+
+def test_choice_reads_seed0_validation_of_finished_grids_only(tmp_path):
+  plan = rp.Plan(s004_server_lrs=(0.1, 1.0))
+  grid = rp.seed004_grid_runs(plan, str(tmp_path))
+  assert {r.seed for r in grid} == {0}
+  assert len(grid) == len(rp.SEED004_OPTS) * 2
+  by = {(r.cell.row, r.cell.column): r for r in grid}
+  # yogi: lr 1 wins on validation although lr 0.1 has the better test accuracy.
+  _finish(by[("yogi", "lr0.1")], val=0.70, test=0.99)
+  _finish(by[("yogi", "lr1")], val=0.80, test=0.50)
+  # adam: one grid run unfinished, so no choice yet.
+  _finish(by[("adam", "lr0.1")], val=0.90, test=0.90)
+  chosen = rp.seed004_choose(grid)
+  assert chosen == {"yogi": "lr1"}
+
+  final = rp.seed004_final_runs(plan, str(tmp_path), chosen)
+  assert [(r.cell.row, r.cell.column, r.seed) for r in final] == [("yogi", "lr1", 1), ("yogi", "lr1", 2)]
+  assert "--server_lr=1" in final[0].flags() and "--seed=1" in final[0].flags()
+  # Seed 0 of the chosen cell is the grid run itself: same directory naming, other seed.
+  assert final[0].output_dir == by[("yogi", "lr1")].output_dir[:-1] + "1"
+
+
+def test_one_seed_plans_have_no_second_stage(tmp_path):
+  plan = rp.PLANS["reduced"]
+  grid = rp.seed004_grid_runs(plan, str(tmp_path))
+  for r in grid:
+    _finish(r, val=0.5, test=0.5)
+  assert rp.seed004_final_runs(plan, str(tmp_path), rp.seed004_choose(grid)) == []
