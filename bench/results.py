@@ -274,9 +274,11 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
                  f"of batch 20, {plan.s004_rounds} rounds. Each optimizer keeps the client lr, β and τ "
                  "of its EMNIST CR flagfile (the seed's tuned values); its server lr is chosen from the "
                  f"seed's grid {{{', '.join(f'{x:g}' for x in plan.s004_server_lrs)}}} by the best final "
-                 "validation accuracy of seed 0 (10 % of each client's training examples held out), "
-                 f"then seeds 1–{plan.seeds - 1} run at that lr. Test accuracy (%) at the chosen lr, "
-                 f"mean ± std over seeds 0–{plan.seeds - 1}; the seed's EMNIST CR figures beside.", ""]
+                 "validation accuracy of seed 0 (10 % of each client's training examples held out)"
+                 + (f", then seeds 1–{plan.seeds - 1} run at that lr. Test accuracy (%) at the chosen "
+                    f"lr, mean ± std over seeds 0–{plan.seeds - 1}" if plan.seeds > 1 else
+                    ". Test accuracy (%) at the chosen lr, seed 0")
+                 + "; the seed's EMNIST CR figures beside.", ""]
   header = ["optimizer", "chosen server lr", "val acc (%)", "test acc (%)", "seed: EMNIST CR"]
   body = []
   for opt in SEED004_OPTS:
