@@ -340,22 +340,6 @@ def section_bench(page: Page, found: dict) -> None:
 # ---- CLI ----------------------------------------------------------------------------------
 
 
-def run_queue(queue: list[ex.Run], parallel: int) -> int:
-  """Runs the queue (finished runs are skipped); 130 if interrupted, 1 if a run failed, else 0."""
-  try:
-    with ex.interruptible():  # Ctrl-C or kill -INT / -TERM stops every started run, resumable
-      results = ex.run_all(queue, parallel, echo=lambda msg: print(msg, flush=True))
-  except (KeyboardInterrupt, ex.Terminated):
-    print("interrupted: every started run was stopped; run the same command again to resume.",
-          file=sys.stderr)
-    return 130
-  bad = [r.run.experiment_name for r in results if r.status in ("failed", "conflict")]
-  if bad:
-    print("failed or conflict: " + ", ".join(bad), file=sys.stderr)
-    return 1
-  return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--plan", default="full", choices=sorted(PLANS))
@@ -386,13 +370,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     t1_order = sorted(t1, key=lambda r: "noniid" not in r.cell.row)
     first = ((t1_order if "table1" in wanted else []) + (t3 if "table3" in wanted else [])
              + (s4 if "seed004" in wanted else []))
-    code = run_queue(first, a.parallel)
+    code = ex.run_to_exit_code(first, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
     # Seed 004's second stage reads its first: the other seeds at each optimizer's chosen lr.
     later = ((seed004_final_runs(plan, root, seed004_choose(s4)) if "seed004" in wanted else [])
              + (s2 if "seed002" in wanted else []))
-    code = run_queue(later, a.parallel)
+    code = ex.run_to_exit_code(later, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
   if "bench" in wanted and not a.report_only:

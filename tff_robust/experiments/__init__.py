@@ -15,8 +15,8 @@ from tff_robust.experiments.report import (DASH, Summary, format_cell, notes_for
 from tff_robust.experiments.runs import (CONFLICT, DONE, FLAGS_DIR, PENDING, Overrides, Run,
                                          check_data_sources, expand_args, flagfile_path, main_task,
                                          parse_data_sources, plan)
-from tff_robust.experiments.scheduler import (STOP_TIMEOUT, RunResult, Terminated, interruptible,
-                                              run_all)
+from tff_robust.experiments.scheduler import (INTERRUPTED, STOP_TIMEOUT, RunResult, Terminated,
+                                              interruptible, run_all, run_to_exit_code)
 from tff_robust.experiments.tables import (ACCURACY, MSE, SECONDS, SEED000_METHODS, SEED000_ROWS,
                                            SEED000_TASKS, SEED004_OPTS, TABLES, Axis, Cell, Metric,
                                            Table, build_table, seed000_cell, seed004_cell, select)

@@ -46,7 +46,7 @@ from typing import Optional
 
 from tff_robust.experiments.report import notes_for, plot_fig3, summarize, to_markdown, write_table
 from tff_robust.experiments.runs import Overrides, check_data_sources, plan
-from tff_robust.experiments.scheduler import Terminated, interruptible, run_all
+from tff_robust.experiments.scheduler import INTERRUPTED, run_to_exit_code
 from tff_robust.experiments.tables import TABLES, build_table, select
 
 
@@ -103,14 +103,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
   print(f"{table.name}: {len(table.cells)} cells x {args.seeds} seeds = {len(runs)} runs in "
         f"{runs[0].root_output_dir if runs else args.root_output_dir}", flush=True)
-  try:
-    with interruptible():
-      results = run_all(runs, args.parallel, python=args.python,
-                        echo=lambda m: print(m, flush=True))
-  except (KeyboardInterrupt, Terminated):
-    print("interrupted: every started run was stopped; run the same command again to resume.",
-          file=sys.stderr)
-    return 130
+  code = run_to_exit_code(runs, args.parallel, python=args.python,
+                          echo=lambda m: print(m, flush=True))
+  if code == INTERRUPTED:
+    return code
   if table.kind == "figure":
     paths = plot_fig3(table, runs, out_dir)
   else:
@@ -119,12 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(to_markdown(table, summary, notes_for(table, args.seeds, overrides)))
   for p in paths:
     print(f"wrote {p}")
-  bad = [r for r in results if r.status in ("failed", "conflict")]
-  if bad:
-    print(f"{len(bad)} run(s) failed or conflict: " + ", ".join(r.run.experiment_name for r in bad),
-          file=sys.stderr)
-    return 1
-  return 0
+  return code
 
 
 if __name__ == "__main__":

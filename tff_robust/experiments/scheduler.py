@@ -134,3 +134,24 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
       log.close()
     raise
   return [results[r.experiment_name] for r in runs]
+
+
+INTERRUPTED = 130  # the exit code of a program stopped by Ctrl-C or SIGTERM
+
+
+def run_to_exit_code(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executable,
+                     echo: Callable[[str], None] = print) -> int:
+  """`run_all` inside `interruptible`, as a program's exit code: 130 (and how to
+  resume, on stderr) if Ctrl-C or SIGTERM stopped it, 1 (naming them) if a run failed or
+  conflicts, else 0."""
+  try:
+    with interruptible():
+      results = run_all(runs, parallel, python=python, echo=echo)
+  except (KeyboardInterrupt, Terminated):
+    print("interrupted: every started run was stopped; run the same command again to resume.",
+          file=sys.stderr)
+    return INTERRUPTED
+  bad = [r.run.experiment_name for r in results if r.status in ("failed", "conflict")]
+  if bad:
+    print(f"{len(bad)} run(s) failed or conflict: " + ", ".join(bad), file=sys.stderr)
+  return 1 if bad else 0
