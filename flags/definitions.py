@@ -198,6 +198,10 @@ def define_tune_flags() -> None:
   flags.DEFINE_integer("sha_min_rounds", None,
                        "SHA: budget r of the first rung (default: the last rung gets --rounds).")
   flags.DEFINE_integer("sha_max_rounds", None, "SHA: largest budget R (default --rounds).")
+  flags.DEFINE_bool("tune_local", True,
+                    "Each arm also draws its client hyper-parameters from FedEx's space (--fedex_*), as "
+                    "seed 002's wrapper does: a baseline arm trains with them, a FedEx arm centres its "
+                    "k configurations on them. --notune_local: every arm uses the client flags.")
   flags.DEFINE_integer("tune_test_every", 5, "Every N-th example of a client is its test data.")
   flags.DEFINE_enum("tune_refine", "most_likely", list(federated_eval.REFINE_CONFIGS),
                     "Refine with θ's most likely configuration or a sample of θ.")
@@ -239,10 +243,12 @@ def parse_tune(f=FLAGS) -> TuneConfig:
       rs_arms=f.rs_arms, rs_rounds=f.rs_rounds or f.rounds, sha_arms=f.sha_arms, sha_eta=f.sha_eta,
       sha_min_rounds=min_rounds, sha_max_rounds=max_rounds, seed=f.seed)
   fedex_cfg = None
-  if any(m.endswith("fedex") for m in methods):
+  if f.tune_local or any(m.endswith("fedex") for m in methods):
     fedex_cfg = fedex_config(f)
     from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
     process_lib.fedex_client(dataclasses.replace(run.process, fedex=fedex_cfg))
+  if f.tune_local:
+    config = dataclasses.replace(config, local_space=fedex_cfg.space)
   run = dataclasses.replace(run, process=dataclasses.replace(run.process, fedex=None))
   return TuneConfig(run=run, study=config, fedex=fedex_cfg, test_every=f.tune_test_every,
                     refine=f.tune_refine)

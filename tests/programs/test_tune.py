@@ -1,10 +1,12 @@
 """`python -m tff_robust.tune`: flags, and a small real study that resumes without retraining."""
 
 import csv
+import dataclasses
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from absl import flags
 
@@ -41,7 +43,33 @@ def test_study_flags_map_to_config():
   assert [(r.num_arms, r.budget_rounds) for r in study.schedule("sha")] == [(9, 3), (3, 9), (1, 27)]
   assert study.space.server_lr_decay is None and "server_lr_decay" not in study.space.distributions()
   assert cfg.fedex is not None and cfg.run.process.fedex is None  # the method decides
-  assert parse("--tune_methods=rs,sha").fedex is None
+  assert cfg.study.local_space == cfg.fedex.space  # --tune_local (default): arms draw client h too
+  plain = parse("--tune_methods=rs,sha", "--notune_local")
+  assert plain.fedex is None and plain.study.local_space is None
+
+
+def test_an_arms_client_draw_is_the_baselines_configuration_and_fedexs_centre():
+  """Seed 002's wrapper: a baseline arm trains with its drawn client configuration alone
+  (FedEx with k = 1), a FedEx arm draws its k configurations around it."""
+  from tff_robust.algorithms import process as process_lib
+  from tff_robust.tuning import arms
+  cfg = parse("--tune_methods=rs,rs_fedex", "--fedex_radius=0.1")
+  draw = {"learning_rate": 0.01, "momentum": 0.5, "weight_decay": 1e-3, "batch_size": 32.0}
+  params = {"server_lr": 1.0, **{"local_" + k: v for k, v in draw.items()}}
+  baseline = arms.arm_fedex(cfg.fedex, params, fedex_arm=False)
+  fedex = arms.arm_fedex(cfg.fedex, params, fedex_arm=True)
+  assert baseline.options.k == 1 and fedex.options.k == cfg.fedex.options.k == 10
+  assert baseline.center == fedex.center == draw
+  only = process_lib.fedex_client(dataclasses.replace(cfg.run.process, fedex=baseline)).configs
+  assert {k: float(v[0]) for k, v in only.items()} == pytest.approx(draw, rel=1e-6)
+  assert all(len(v) == 1 for v in only.values())
+  around = process_lib.fedex_client(dataclasses.replace(cfg.run.process, fedex=fedex)).configs
+  lrs = np.log10(around["learning_rate"])
+  assert lrs[0] == pytest.approx(-2.0) and np.all(np.abs(lrs + 2.0) <= 0.1 * 4 + 1e-6)
+  assert len(set(lrs.tolist())) == 10
+  # Without a draw (--notune_local): no FedEx in a baseline arm, the flags' FedEx in a FedEx arm.
+  assert arms.arm_fedex(cfg.fedex, {"server_lr": 1.0}, fedex_arm=False) is None
+  assert arms.arm_fedex(cfg.fedex, {"server_lr": 1.0}, fedex_arm=True) is cfg.fedex
 
 
 def test_study_flagfile_parses():

@@ -173,3 +173,28 @@ def test_bad_study_settings_name_the_flag():
     study.StudyConfig(study_dir="x", sha_eta=1)
   with pytest.raises(ValueError, match=r"--rs_arms must be an integer >= 1, got 0"):
     study.StudyConfig(study_dir="x", rs_arms=0)
+
+
+def test_arms_draw_client_hyperparameters_from_fedex_space_shared_with_the_fedex_variant(tmp_path):
+  """--tune_local (seed 002's wrapper): an arm also draws one client configuration from FedEx's
+  space; RS and RS+FedEx get the same draws, and the table shows the winner's."""
+  from tff_robust.algorithms import fedex_space
+  space = fedex_space.SearchSpace(learning_rate=study.Range(1e-4, 1.0, log=True), momentum=(0.0, 0.9),
+                                  weight_decay=None, local_epochs=None, batch_size=(16, 64))
+  cfg = config(tmp_path, methods=("rs", "rs_fedex"), local_space=space)
+  study.run_study(cfg, FakeRunner())
+  url = study._storage_url(cfg.study_dir)
+  params = {m: [t.params for t in optuna.load_study(study_name=m, storage=url).trials]
+            for m in cfg.methods}
+  assert params["rs"] == params["rs_fedex"]
+  locals_ = [study.local_config(p) for p in params["rs"]]
+  assert all(set(c) == {"learning_rate", "momentum", "batch_size"} for c in locals_)
+  assert all(1e-4 <= c["learning_rate"] <= 1.0 and c["momentum"] in (0.0, 0.9)
+             and c["batch_size"] in (16.0, 64.0) for c in locals_)
+  assert len({c["learning_rate"] for c in locals_}) == len(locals_)
+  with open(os.path.join(cfg.study_dir, "table.csv")) as f:
+    rows = list(csv.DictReader(f))
+  assert float(rows[0]["local_learning_rate"]) in {c["learning_rate"] for c in locals_}
+  assert "client learning rate" in open(os.path.join(cfg.study_dir, "table.md")).read()
+  assert set(study.local_distributions(space)) == {"local_learning_rate", "local_momentum",
+                                                    "local_batch_size"}

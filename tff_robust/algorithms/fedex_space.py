@@ -42,6 +42,7 @@ _LIMITS = {
     'batch_size': (1.0, True, math.inf, False, 'an integer >= 1'),
     'dropout': (0.0, True, 1.0, False, 'in [0, 1)'),
 }
+HPARAM_NAMES: tuple[str, ...] = tuple(_LIMITS)  # every client hyper-parameter FedEx can tune
 
 
 def _in_limits(name: str, value: float) -> bool:

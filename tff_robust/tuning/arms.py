@@ -21,6 +21,7 @@ from tff_robust.algorithms.config import FedExConfig, ProcessConfig
 from tff_robust.simulation.loop import LoopConfig, TrainingLoop, build_training_loop
 from tff_robust.tasks.base import Task
 from tff_robust.tuning import federated_eval
+from tff_robust.tuning import study
 from tff_robust.tuning.study import Arm
 
 
@@ -46,6 +47,23 @@ def arm_process_config(base: ProcessConfig, params: dict, fedex: Optional[FedExC
   return dataclasses.replace(base, server=server, fedex=fedex)
 
 
+def arm_fedex(fedex: Optional[FedExConfig], params: dict, fedex_arm: bool) -> Optional[FedExConfig]:
+  """FedEx as an arm runs it.
+
+  With a client configuration drawn by the arm (``--tune_local``, seed 002's wrapper): a FedEx
+  arm centres its k configurations on it; a baseline arm trains with it alone (FedEx with
+  k = 1, θ = [1]: FedAvg with that configuration). Without one: FedEx around the run's client
+  flags for a FedEx arm, none for a baseline arm.
+  """
+  local = study.local_config(params)
+  if not local:
+    return fedex if fedex_arm else None
+  if fedex is None:
+    raise ValueError("an arm drew client hyper-parameters but the study has no FedEx search space")
+  options = fedex.options if fedex_arm else dataclasses.replace(fedex.options, k=1)
+  return dataclasses.replace(fedex, options=options, center=local)
+
+
 class FederatedArmRunner:
   """Trains arms with `TrainingLoop` and scores them on the clients' own data (seed 002)."""
 
@@ -62,7 +80,7 @@ class FederatedArmRunner:
     self._evaluator: Optional[federated_eval.FederatedEvaluator] = None
 
   def config_of(self, arm: Arm) -> ProcessConfig:
-    return arm_process_config(self.base, arm.params, self.fedex if arm.fedex else None)
+    return arm_process_config(self.base, arm.params, arm_fedex(self.fedex, arm.params, arm.fedex))
 
   def _run(self, arm: Arm, rounds: int) -> TrainingLoop:
     """Trains (or resumes) the arm to ``rounds`` rounds; the same process serves every rung."""

@@ -13,7 +13,9 @@ and the *local* ones with FedEx inside each run. A study runs any of four method
 
 An arm's global configuration is drawn by Optuna's ``RandomSampler`` seeded by
 (study seed, rs|sha, arm index), so RS and RS+FedEx (SHA and SHA+FedEx) try the
-same configurations. Every method is an Optuna study in one SQLite file: an arm
+same configurations. With ``local_space`` (``--tune_local``) an arm also draws one
+client configuration (``local_<name>`` params), as seed 002's wrapper does: the
+baseline trains with it, FedEx centres its k configurations on it (`arms.arm_fedex`). Every method is an Optuna study in one SQLite file: an arm
 is a trial, each rung's validation loss an intermediate value at step = the
 rung's budget, an eliminated arm is PRUNED, the winner COMPLETE. Running the
 same command again reads that file and trains only what is missing; the winner's
@@ -36,7 +38,7 @@ from typing import Optional, Protocol
 import numpy as np
 import optuna
 
-from tff_robust.algorithms import search_space
+from tff_robust.algorithms import fedex_space, search_space
 from tff_robust.common import markdown
 from tff_robust.tuning import sha
 
@@ -51,6 +53,7 @@ _LIMITS = {
     "server_momentum": (0.0, True, 1.0, False, "in [0, 1)"),
     "server_lr_decay": (0.0, False, 1.0, True, "in (0, 1]"),
 }
+LOCAL_PREFIX = "local_"  # an arm's drawn client hyper-parameter h is its param local_<h>
 WINNER_ATTR = "winner"
 DB_NAME = "study.db"
 
@@ -99,6 +102,29 @@ class GlobalSpace:
     return out
 
 
+def local_distributions(space: fedex_space.SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
+  """The client hyper-parameters an arm draws with its global ones (``local_<name>``), from
+  FedEx's space: seed 002's wrapper draws one client configuration per arm for the baseline
+  and centres FedEx's k configurations on it."""
+  out: dict[str, optuna.distributions.BaseDistribution] = {}
+  for name in space.names:
+    spec = space.spec(name)
+    if isinstance(spec, Range) and name in fedex_space.INTEGER_HPARAMS:
+      dist = optuna.distributions.IntDistribution(math.ceil(spec.low), math.floor(spec.high),
+                                                  log=spec.log)
+    elif isinstance(spec, Range):
+      dist = optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log)
+    else:
+      dist = optuna.distributions.CategoricalDistribution(tuple(float(v) for v in spec))
+    out[LOCAL_PREFIX + name] = dist
+  return out
+
+
+def local_config(params: dict) -> dict[str, float]:
+  """An arm's drawn client configuration ({} when the study draws none)."""
+  return {k[len(LOCAL_PREFIX):]: float(v) for k, v in params.items() if k.startswith(LOCAL_PREFIX)}
+
+
 @dataclasses.dataclass(frozen=True)
 class StudyConfig:
   """A study: which methods, how many arms, which budgets (flags ``--tune_*``, ``--rs_*``, ``--sha_*``)."""
@@ -113,6 +139,9 @@ class StudyConfig:
   sha_min_rounds: int = 3
   sha_max_rounds: Optional[int] = None
   seed: int = 0
+  # The client hyper-parameters each arm also draws (a fedex_space.SearchSpace, flag
+  # --tune_local); None: every arm trains with the run's client flags.
+  local_space: Optional[fedex_space.SearchSpace] = None
 
   def __post_init__(self):
     bad = [m for m in self.methods if m not in METHODS]
@@ -191,6 +220,8 @@ def _arms(config: StudyConfig, method: str, n: int) -> list[Arm]:
   study = _load(config, method)
   trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
   distributions = config.space.distributions()
+  if config.local_space is not None:
+    distributions.update(local_distributions(config.local_space))
   for index in range(len(trials), n):
     _load(config, method, arm_seed(config.seed, method, index)).ask(distributions)
   trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)[:n]
@@ -270,7 +301,9 @@ def run_study(config: StudyConfig, runner: ArmRunner) -> list[MethodResult]:
 # ---- the table ---------------------------------------------------------------------------
 
 _COLUMNS = (("method", "method"), ("server_lr", "server lr"), ("server_momentum", "momentum"),
-            ("server_lr_decay", "lr decay"), ("val_loss", "val loss"),
+            ("server_lr_decay", "lr decay"),
+            *((LOCAL_PREFIX + n, f"client {n.replace('_', ' ')}") for n in fedex_space.HPARAM_NAMES),
+            ("val_loss", "val loss"),
             ("global_accuracy", "global acc (%)"), ("refine_accuracy", "refine acc (%)"),
             ("global_loss", "global loss"), ("refine_loss", "refine loss"),
             ("rounds", "rounds spent"))
@@ -282,6 +315,7 @@ def table_rows(results: Sequence[MethodResult]) -> list[dict[str, object]]:
   for r in results:
     row: dict[str, object] = {"method": LABELS[r.method], "val_loss": r.val_loss, "rounds": r.rounds}
     row.update({k: r.params.get(k) for k in GLOBAL_HPARAMS})
+    row.update({LOCAL_PREFIX + k: v for k, v in local_config(r.params).items()})
     for k, v in r.metrics.items():
       row[k] = 100.0 * v if k.endswith("accuracy") else v
     rows.append(row)
