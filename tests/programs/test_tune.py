@@ -113,7 +113,8 @@ def test_small_study_writes_the_table_and_resumes_without_retraining(tmp_path):
   assert [r["method"] for r in rows] == ["RS", "SHA+FedEx"]
   for r in rows:
     for key in ("server_lr", "server_momentum", "server_lr_decay", "val_loss", "global_accuracy",
-                "refine_accuracy", "global_loss", "refine_loss"):
+                "refine_accuracy", "global_loss", "refine_loss", "local_learning_rate",
+                "local_momentum", "local_weight_decay"):  # --tune_local: the arm's client draw
       assert r[key] != "", (key, r)
     assert 0.0 <= float(r["global_accuracy"]) <= 100.0 and 0.0 <= float(r["refine_accuracy"]) <= 100.0
   assert [int(r["rounds"]) for r in rows] == [4, 3]
