@@ -63,3 +63,23 @@ def test_theta_concentrates_on_the_better_learning_rate(tff_rt):
   theta = np.asarray(state["core"]["fedex"]["theta"])
   assert int(np.argmax(theta)) == best
   assert theta[best] > 0.8
+
+
+@pytest.mark.parametrize("objective", ["loss", "error"])
+def test_the_objective_is_the_clients_validation_loss_or_error(tff_rt, objective):
+  """--fedex_objective: L_V in θ's gradient is each client's mean validation loss, or its
+  validation error 1 - accuracy (bounded, so one diverged configuration cannot swamp λ_t)."""
+  space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-3, 0.1)})
+  options = fedex_space.FedExOptions(k=2, radius=1.0, objective=objective, seed=2)
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=4),
+                      fedex=FedExConfig(space=space, options=options, center={"learning_rate": 0.1}),
+                      seed=2)
+  p = process.build_process(toy.SPEC, cfg)
+  clients = toy.make_clients(sizes=(30,) * 4, seed=7)
+  seeds = [np.asarray(fedex.client_seed(2, 1, i)) for i in range(4)]
+  m = p.next(p.initialize(), inputs(clients, seeds)).metrics
+  val_error = 1.0 - float(m["client_val_accuracy"])  # every client holds out 4 examples
+  if objective == "error":
+    assert float(m["fedex_mean_val_loss"]) == pytest.approx(val_error, abs=1e-6)
+  else:
+    assert float(m["fedex_mean_val_loss"]) > 0 and abs(float(m["fedex_mean_val_loss"]) - val_error) > 1e-3

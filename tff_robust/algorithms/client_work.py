@@ -402,7 +402,10 @@ class ClientTrainer:
     if self.theta_in:
       out["theta"] = [tf.identity(v) for v in matcher.theta]
     if self.fedex is not None:  # (|V| L onehot(c), |V| onehot(c), |V|) for seed 002's update
-      mean_val = kept(tf.math.divide_no_nan(val_loss, val_count))
+      if self.fedex.options.objective == "error":
+        mean_val = kept(1.0 - val_acc)
+      else:
+        mean_val = kept(tf.math.divide_no_nan(val_loss, val_count))
       s_loss, s_count, s_total = fedex_lib.client_sums(fedex_index, mean_val, kept(val_count),
                                                        self.fedex.k)
       metrics["fedex_loss"], metrics["fedex_count"], metrics["fedex_total"] = s_loss, s_count, s_total

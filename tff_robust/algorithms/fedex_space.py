@@ -19,6 +19,7 @@ from tff_robust.algorithms import search_space
 from tff_robust.common.options import option, seed_option
 
 ETA_SCHEDULES = ('constant', 'invsqrt', 'adaptive')
+OBJECTIVES = ('loss', 'error')  # what L_V(w_ti) in FedEx's gradient is
 INTEGER_HPARAMS = ('local_epochs', 'local_steps', 'batch_size')
 
 
@@ -269,6 +270,7 @@ class FedExOptions:
       is frozen and clients use argmax theta; ``None`` = never.
     product_space: one categorical per hyper-parameter instead of one over k
       joint configurations.
+    objective: L_V(w_ti) of the gradient: the validation ``loss`` or ``error``.
     seed: seed for drawing the configurations and the clients' samples.
   """
 
@@ -281,6 +283,9 @@ class FedExOptions:
   entropy_cutoff: Optional[float] = option(None, 'fedex_entropy_cutoff',
                                            'Below this entropy of θ use its most likely config.', kind='float')
   product_space: bool = option(False, 'fedex_product_space', 'One categorical per hyper-parameter.')
+  objective: str = option('loss', 'fedex_objective',
+                          "L_V of FedEx's gradient: a client's mean validation 'loss' (unbounded) or its "
+                          "validation 'error' = 1 - accuracy (bounded in [0, 1]).", choices=OBJECTIVES)
   seed: int = seed_option()
 
   def __post_init__(self):
@@ -289,6 +294,8 @@ class FedExOptions:
     if not (isinstance(self.radius, numbers.Real) and 0.0 <= self.radius <= 1.0):
       raise ValueError(f'--fedex_radius must be in [0, 1], got {self.radius!r}')
     validate_schedule(self.eta_schedule)
+    if self.objective not in OBJECTIVES:
+      raise ValueError(f'--fedex_objective must be one of {OBJECTIVES}, got {self.objective!r}')
     if self.eta0 is not None and not (isinstance(self.eta0, numbers.Real) and self.eta0 > 0):
       raise ValueError(f'--fedex_eta0 must be > 0 (or unset for sqrt(2 ln k)), got {self.eta0!r}')
     if not (isinstance(self.discount, numbers.Real) and 0.0 <= self.discount <= 1.0):
