@@ -301,13 +301,15 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
 
 def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
   rows = study_rows(runs)
+  done = max((len(v.get("val_loss", [])) for v in rows.values()), default=0)
   page.lines += ["## Seed 002: the tuning study", "",
                  "`python -m tff_robust.tune --flagfile=flags/seed002_mnist_study.cfg --seed=s`: MNIST 2NN "
                  "on the offline digits, ten Dirichlet(0.5) clients, 27 rounds a full arm. As in the seed's "
                  "wrapper, each arm draws its server hyper-parameters and one client configuration "
                  "(lr, momentum, weight decay, batch size); RS and SHA train with that draw, the FedEx "
                  "variants tune k = 10 configurations around it; each method's winner is chosen on "
-                 f"validation loss. Mean ± std over seeds 0–{plan.seeds - 1}.", ""]
+                 f"validation loss. Mean ± std over seeds 0–{plan.seeds - 1}"
+                 + (f" ({done} finished so far)." if done < plan.seeds else "."), ""]
   cols = [("val_loss", "val loss", 3), ("global_accuracy", "global acc (%)", 1),
           ("refine_accuracy", "refine acc (%)", 1), ("rounds", "rounds spent", 0)]
   body = [[method] + [fmt(v.get(k, []), d) for k, _, d in cols] for method, v in rows.items()]
@@ -322,7 +324,7 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
         claims.append(f"- {base}+FedEx vs {base}, {what} accuracy: {b[k]:.1f} vs {a[k]:.1f} "
                       f"({'held' if b[k] > a[k] else 'did not hold'}).")
   if claims:
-    page.lines += ["", "The seed: FedEx wrapped around SHA (and RS) improves on it, for the global "
+    page.lines += ["The seed: FedEx wrapped around SHA (and RS) improves on it, for the global "
                    "model and for personalisation (refine).", "", *claims]
 
 
