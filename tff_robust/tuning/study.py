@@ -15,8 +15,8 @@ An arm's global configuration is drawn by Optuna's ``RandomSampler`` seeded by
 (study seed, rs|sha, arm index), so RS and RS+FedEx (SHA and SHA+FedEx) try the
 same configurations. With ``local_space`` (``--tune_local``) an arm also draws one
 client configuration (``local_<name>`` params), as seed 002's wrapper does: the
-baseline trains with it, FedEx centres its k configurations on it (`arms.arm_fedex`). Every method is an Optuna study in one SQLite file: an arm
-is a trial, each rung's validation loss an intermediate value at step = the
+baseline trains with it, FedEx centres its k configurations on it (`arms.arm_fedex`).
+Every method is an Optuna study in one SQLite file: an arm is a trial, each rung's validation loss an intermediate value at step = the
 rung's budget, an eliminated arm is PRUNED, the winner COMPLETE. Running the
 same command again reads that file and trains only what is missing; the winner's
 "global" / "refine" evaluation is kept as a study attribute.
@@ -92,32 +92,27 @@ class GlobalSpace:
   server_lr_decay: GlobalSpec = Range(0.95, 1.0)
 
   def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-    out = {}
-    for name in GLOBAL_HPARAMS:
-      spec = getattr(self, name)
-      if isinstance(spec, Range):
-        out[name] = optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log)
-      elif spec is not None:
-        out[name] = optuna.distributions.CategoricalDistribution(tuple(float(v) for v in spec))
-    return out
+    return {name: _distribution(getattr(self, name)) for name in GLOBAL_HPARAMS
+            if getattr(self, name) is not None}
+
+
+def _distribution(spec, integer: bool = False) -> optuna.distributions.BaseDistribution:
+  """Optuna's distribution for a search-space spec: a ``Range`` (rounded bounds if
+  ``integer``) or a tuple of values."""
+  if isinstance(spec, Range) and integer:
+    return optuna.distributions.IntDistribution(math.ceil(spec.low), math.floor(spec.high),
+                                                log=spec.log)
+  if isinstance(spec, Range):
+    return optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log)
+  return optuna.distributions.CategoricalDistribution(tuple(float(v) for v in spec))
 
 
 def local_distributions(space: fedex_space.SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
   """The client hyper-parameters an arm draws with its global ones (``local_<name>``), from
   FedEx's space: seed 002's wrapper draws one client configuration per arm for the baseline
   and centres FedEx's k configurations on it."""
-  out: dict[str, optuna.distributions.BaseDistribution] = {}
-  for name in space.names:
-    spec = space.spec(name)
-    if isinstance(spec, Range) and name in fedex_space.INTEGER_HPARAMS:
-      dist = optuna.distributions.IntDistribution(math.ceil(spec.low), math.floor(spec.high),
-                                                  log=spec.log)
-    elif isinstance(spec, Range):
-      dist = optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log)
-    else:
-      dist = optuna.distributions.CategoricalDistribution(tuple(float(v) for v in spec))
-    out[LOCAL_PREFIX + name] = dist
-  return out
+  return {LOCAL_PREFIX + name: _distribution(space.spec(name), name in fedex_space.INTEGER_HPARAMS)
+          for name in space.names}
 
 
 def local_config(params: dict) -> dict[str, float]:
