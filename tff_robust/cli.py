@@ -18,10 +18,10 @@ from tff_robust.tasks.base import DataMissingError, Task
 T = TypeVar("T")
 
 
-def fail(message: str) -> NoReturn:
-  """Prints ``error: message`` to stderr and exits with status 2 (a bad flag or input)."""
+def fail(message: str, code: int = 2) -> NoReturn:
+  """Prints ``error: message`` to stderr and exits with ``code`` (2: a bad flag or input)."""
   print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
+  sys.exit(code)
 
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "--helpxml",

@@ -22,6 +22,7 @@ import time  # noqa: E402
 from absl import flags  # noqa: E402
 
 from tff_robust import cli  # noqa: E402
+from tff_robust.common import run_lock  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
 
@@ -49,6 +50,10 @@ def main(argv: list[str]) -> None:
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
+  try:
+    run_lock.check_free(out)
+  except run_lock.RunDirBusyError as e:
+    cli.fail(str(e), run_lock.EXIT_BUSY)
   record.write_record(out)
   num_clients = len(task.train.client_ids)
   per_round = selection.num_sampled(num_clients, config.loop.clients_per_round,
@@ -74,6 +79,9 @@ def main(argv: list[str]) -> None:
             f"in {os.path.join(out, 'checkpoints')}: run the same command to resume.",
             file=sys.stderr, flush=True)
       sys.exit(128 + stop.signum)
+    except run_lock.RunDirBusyError as e:  # another process took it since check_free
+      progress.close()
+      cli.fail(str(e), run_lock.EXIT_BUSY)
     except WorkerDiedError as e:  # killed or out of memory: not a bug of the program
       progress.close()
       print(f"error: {e} Run the same command to resume from the last checkpoint.", file=sys.stderr)

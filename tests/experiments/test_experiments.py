@@ -17,6 +17,7 @@ import pytest
 from absl import flags
 
 from tff_robust import experiments as ex
+from tff_robust.common import run_lock
 from tff_robust.flags import definitions
 
 from helpers.paths import ROOT
@@ -384,6 +385,26 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   results = ex.run_all(runs, parallel=1, python=fake, echo=lambda m: None)
   assert [r.status for r in results] == ["skipped", "failed", "skipped", "conflict"]
   assert (tmp_path / "fake" / "calls.txt").read_text().split().count(failing.experiment_name) == 2
+
+
+def test_a_run_another_process_holds_is_left_to_it(tmp_path):
+  """Two runners on one root share the plan: a run whose directory is locked is skipped
+  untouched, also when it is taken between the check and the start (main exits 75)."""
+  fake = script(tmp_path, FAKE_MAIN)
+  table = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"])
+  held, _, free = ex.plan(table, 3, str(tmp_path / "out"))  # seed 1 fails in FAKE_MAIN
+  echoed = []
+  with run_lock.hold(held.output_dir):
+    assert held.status() == ex.BUSY and free.status() == ex.PENDING
+    assert ex.run_to_exit_code([held, free], python=fake, echo=echoed.append) == 0
+  assert (tmp_path / "fake" / "calls.txt").read_text().split() == [free.experiment_name]
+  assert os.listdir(held.output_dir) == [run_lock.LOCK_FILE]  # no experiment.json, no log
+  assert f"busy {held.experiment_name}: another process (pid {os.getpid()}) is running it" in echoed
+  assert held.status() == ex.PENDING
+
+  racing = script(tmp_path, f"#!{sys.executable}\nimport sys\nsys.exit({run_lock.EXIT_BUSY})\n")
+  result, = ex.run_all([held], python=racing, echo=lambda m: None)
+  assert result.status == ex.BUSY
 
 
 def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):

@@ -9,6 +9,7 @@ import time
 import pytest
 from absl import flags
 
+from tff_robust.common import run_lock
 from tff_robust.flags import definitions
 
 from helpers import data_makers
@@ -97,6 +98,18 @@ def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
   assert "--server_opt=yogi" in (exp / "hparams.cfg").read_text()
   assert os.listdir(exp / "tensorboard")
   assert any(n.startswith("program_state_2") for n in os.listdir(exp / "checkpoints"))
+
+
+def test_busy_run_directory_fails_fast(tmp_path):
+  """A second process on a run directory exits 75 before tracing and writes nothing."""
+  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=2, examples_per_client=8)
+  exp = tmp_path / "out" / "e"
+  with run_lock.hold(str(exp)):
+    proc = run_main("--task=emnist_cr", "--rounds=1", f"--data_dir={tmp_path}",
+                    f"--root_output_dir={tmp_path / 'out'}", "--experiment_name=e")
+  assert proc.returncode == run_lock.EXIT_BUSY, proc.stderr[-2000:]
+  assert f"{exp} is in use by another process (pid {os.getpid()})" in proc.stderr
+  assert os.listdir(exp) == [run_lock.LOCK_FILE]
 
 
 @pytest.mark.slow

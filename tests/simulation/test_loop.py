@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tff_robust.algorithms import client_work, evaluation, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.common import run_lock
 from tff_robust.simulation import client_data, client_states, loop, selection
 
 from helpers.toy import run_loop as _run
@@ -61,6 +62,12 @@ def test_resume_equals_uninterrupted_run(tff_rt, tmp_path):
       client=ClientConfig(lr=0.1, local_steps=3, batch_size=16),
       server=ServerConfig(opt="adam", lr=0.01), seed=1))
   full, full_result = _run(task, str(tmp_path / "full"), 4, proc)
+  # Another process holds the directory: the loop refuses it and writes nothing.
+  with run_lock.hold(str(tmp_path / "resumed")):
+    with pytest.raises(run_lock.RunDirBusyError, match=f"pid {os.getpid()}"):
+      _run(task, str(tmp_path / "resumed"), 2, proc)
+  assert not os.listdir(tmp_path / "resumed" / "checkpoints")
+  assert len(open(tmp_path / "resumed" / "metrics.csv").read().splitlines()) <= 1  # no round
   # "Interrupted" after the checkpoint of round 2, then the same command again.
   _run(task, str(tmp_path / "resumed"), 2, proc)
   resumed, resumed_result = _run(task, str(tmp_path / "resumed"), 4, proc)

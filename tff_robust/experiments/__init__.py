@@ -12,7 +12,7 @@ through the programs it starts.
 
 from tff_robust.experiments.report import (DASH, Summary, format_cell, notes_for, plot_fig3,
                                            read_values, summarize, to_markdown, write_table)
-from tff_robust.experiments.runs import (CONFLICT, DONE, FLAGS_DIR, PENDING, Overrides, Run,
+from tff_robust.experiments.runs import (BUSY, CONFLICT, DONE, FLAGS_DIR, PENDING, Overrides, Run,
                                          check_data_sources, expand_args, flagfile_path, main_task,
                                          parse_data_sources, plan)
 from tff_robust.experiments.scheduler import (INTERRUPTED, STOP_TIMEOUT, RunResult, Terminated,

@@ -17,13 +17,14 @@ from typing import Optional
 from absl import flags
 
 from tff_robust import flags as project_flags
+from tff_robust.common import run_lock
 from tff_robust.experiments.tables import Cell, Table
 
 # The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
 FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
 
 # Run states.
-DONE, PENDING, CONFLICT = "done", "pending", "conflict"
+DONE, PENDING, CONFLICT, BUSY = "done", "pending", "conflict", "busy"
 
 # Flags that say when a run saves its state, not what it computes (a resumed run ends with
 # the same metrics whatever the cadence): a run directory is reused across their values.
@@ -185,6 +186,8 @@ class Run:
       return CONFLICT
     if os.path.exists(self.done_path):
       return DONE
+    if run_lock.holder(self.output_dir) is not None:  # another runner has it
+      return BUSY
     return PENDING
 
   def record(self, python: str) -> None:

@@ -1,6 +1,8 @@
 """Runs the pending runs of a plan as child processes, ``parallel`` at a time: each run's
 output goes to its ``run.log``; a child dies with this program (`children.die_with_parent`),
-and on any exception (Ctrl-C included) every started run is stopped by pid."""
+and on any exception (Ctrl-C included) every started run is stopped by pid. A run another
+process holds (`run_lock`: a second runner on the same root) is left to it, so several runners
+can share one plan."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from tff_robust.experiments.runs import CONFLICT, DONE, Run
+from tff_robust.common import run_lock
+from tff_robust.experiments.runs import BUSY, CONFLICT, DONE, Run
 from tff_robust.runtime import children
 
 # The repository root, put on the children's PYTHONPATH.
@@ -47,7 +50,7 @@ def interruptible():
 @dataclasses.dataclass
 class RunResult:
   run: Run
-  status: str  # done | skipped | failed | conflict
+  status: str  # done | skipped | failed | conflict | busy (another process runs it)
   seconds: float = 0.0
   message: str = ""
 
@@ -87,17 +90,22 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
     elif st == CONFLICT:
       results[run.experiment_name] = RunResult(run, "conflict", message=run.conflict())
       echo(f"conflict {run.experiment_name}: {run.conflict()}")
+    elif st == BUSY:
+      results[run.experiment_name] = _busy(run, echo)
     else:
       queue.append(run)
   total = len(queue)
   if len(results):
-    echo(f"{len(results)} of {len(runs)} runs finished already (or conflict); {total} to run.")
+    echo(f"{len(results)} of {len(runs)} runs finished already (or conflict, or busy); {total} to run.")
   active: dict[subprocess.Popen, tuple[Run, float, object]] = {}
   started = 0
   try:
     while queue or active:
       while queue and len(active) < parallel:
         run = queue.pop(0)
+        if run.status() == BUSY:  # another runner started it meanwhile
+          results[run.experiment_name] = _busy(run, echo)
+          continue
         run.record(python)
         log = open(run.log_path, "ab")
         log.write(f"\n$ {shlex.join(run.command(python))}\n".encode())
@@ -122,6 +130,8 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
         if proc.returncode == 0 and os.path.exists(run.done_path):
           results[run.experiment_name] = RunResult(run, "done", seconds)
           echo(f"done {run.experiment_name} ({seconds:.0f} s)")
+        elif proc.returncode == run_lock.EXIT_BUSY:  # taken between our check and its start
+          results[run.experiment_name] = _busy(run, echo)
         else:
           msg = f"exit code {proc.returncode}; last lines of {run.log_path}:\n{_tail(run.log_path)}"
           results[run.experiment_name] = RunResult(run, "failed", seconds, msg)
@@ -136,6 +146,13 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
   return [results[r.experiment_name] for r in runs]
 
 
+def _busy(run: Run, echo: Callable[[str], None]) -> RunResult:
+  pid = run_lock.holder(run.output_dir)
+  message = f"another process{f' (pid {pid})' if pid else ''} is running it"
+  echo(f"busy {run.experiment_name}: {message}")
+  return RunResult(run, BUSY, message=message)
+
+
 INTERRUPTED = 130  # the exit code of a program stopped by Ctrl-C or SIGTERM
 
 
@@ -143,7 +160,7 @@ def run_to_exit_code(runs: Sequence[Run], parallel: int = 1, *, python: str = sy
                      echo: Callable[[str], None] = print) -> int:
   """`run_all` inside `interruptible`, as a program's exit code: 130 (and how to
   resume, on stderr) if Ctrl-C or SIGTERM stopped it, 1 (naming them) if a run failed or
-  conflicts, else 0."""
+  conflicts, else 0 (runs another process holds are its to finish)."""
   try:
     with interruptible():
       results = run_all(runs, parallel, python=python, echo=echo)

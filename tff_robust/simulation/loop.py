@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from tff_robust.algorithms import evaluation
 from tff_robust.algorithms.process import RobustProcess
-from tff_robust.common import options
+from tff_robust.common import options, run_lock
 from tff_robust.common.options import option, seed_option
 from tff_robust.simulation import client_states
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
@@ -162,8 +162,13 @@ class TrainingLoop:
 
     ``progress`` (e.g. `console.RunConsole`) gets ``start(resumed_round)`` and
     ``round(round_num, metrics)``. When ``stop()`` is true at the end of a round, the round
-    is checkpointed and `StoppedError` raised.
+    is checkpointed and `StoppedError` raised. The run directory is held for the call
+    (`run_lock.hold`): a second process on it raises `run_lock.RunDirBusyError`.
     """
+    with run_lock.hold(self.config.output_dir):
+      return self._run(progress, stop, rounds)
+
+  def _run(self, progress, stop, rounds) -> dict[str, float]:
     cfg = self.config
     rounds = cfg.rounds if rounds is None else rounds
     state, start = self.checkpoints.restore(self.process.initialize())
