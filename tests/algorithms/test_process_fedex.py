@@ -39,6 +39,9 @@ def test_clients_sample_their_own_configuration(tff_rt):
   steps = [int(configs["local_steps"][c]) for c in chosen]
   assert len(set(steps)) > 1, "seeds should give different configurations in one round"
   assert float(out.metrics["examples_trained"]) == sum(4 * s for s in steps)
+  # The round's reported steps and lr are what its clients trained with (lr is not tuned here).
+  assert float(out.metrics["local_steps"]) == pytest.approx(np.mean(steps))
+  assert float(out.metrics["client_lr"]) == pytest.approx(0.05)
   theta1 = np.asarray(out.state["core"]["fedex"]["theta"])
   assert theta1.sum() == pytest.approx(1.0, abs=1e-5)
   assert not np.allclose(theta1, theta0)
@@ -59,7 +62,11 @@ def test_theta_concentrates_on_the_better_learning_rate(tff_rt):
   state = p.initialize()
   for t in range(1, 16):
     seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
-    state = p.next(state, inputs(clients, seeds)).state
+    theta_t = np.asarray(state["core"]["fedex"]["theta"])
+    out = p.next(state, inputs(clients, seeds))
+    state = out.state
+    lrs = [configs["learning_rate"][int(fedex.effective_index(theta_t, None, s))] for s in seeds]
+    assert float(out.metrics["client_lr"]) == pytest.approx(np.mean(lrs), rel=1e-5)  # not the flag's
   theta = np.asarray(state["core"]["fedex"]["theta"])
   assert int(np.argmax(theta)) == best
   assert theta[best] > 0.8

@@ -40,7 +40,7 @@ from tff_robust.tasks.base import AccuracyFn
 
 METRIC_KEYS = ("loss_sum", "correct", "predictions", "count", "num_examples", "val_loss_sum",
                "val_correct", "val_predictions", "val_count", "pre_loss_sum", "pre_count",
-               "nonfinite", "num_clients", "drift_sum")
+               "nonfinite", "num_clients", "drift_sum", "lr_sum", "steps_sum")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,13 +110,15 @@ class _ThetaOptimizer(NamedTuple):
 
 
 class _TrainSums(NamedTuple):
-  """Sums over the examples trained on: CE, accuracy counts, examples, eq. 1's terms [M]."""
+  """Sums over the examples trained on: CE, accuracy counts, examples, eq. 1's terms [M]; and
+  the number of SGD steps taken."""
 
   loss_sum: tf.Tensor
   correct: tf.Tensor
   predictions: tf.Tensor
   count: tf.Tensor
   rm_sums: tf.Tensor
+  steps: tf.Tensor
 
 
 class Objective(NamedTuple):
@@ -304,7 +306,7 @@ class ClientTrainer:
         val_sums = evaluation.evaluate(model, val.batch(max(cfg.batch_size, 64)), models.loss_fn,
                                        self.spec.accuracy_fn)
       return self._report(models, initial, num_examples, (pre_loss, pre_count), sums, val_sums,
-                          inputs, fedex_index)
+                          inputs, hp, fedex_index)
 
     return run(inputs.data, inputs.val, inputs.theta)
 
@@ -352,7 +354,7 @@ class ClientTrainer:
       return objective
 
     zero = tf.constant(0.0)
-    loss_sum, correct, predictions, count = zero, zero, zero, zero
+    loss_sum, correct, predictions, count, steps = zero, zero, zero, zero, zero
     rm_sums = tf.zeros([len(units)])
     for x, y in batches:
       objective = sgd_step(x, y)
@@ -360,14 +362,15 @@ class ClientTrainer:
       loss_sum += objective.task_loss * n
       rm_sums += objective.terms * n
       count += n
+      steps += 1.0
       if acc_fn is not None:
         c, p = acc_fn(y, objective.logits)
         correct += c
         predictions += p
-    return _TrainSums(loss_sum, correct, predictions, count, rm_sums)
+    return _TrainSums(loss_sum, correct, predictions, count, rm_sums, steps)
 
   def _report(self, models: _Models, initial: list, num_examples, pre: tuple, sums: _TrainSums,
-              val_sums: tuple, inputs: Unpacked, fedex_index) -> collections.OrderedDict:
+              val_sums: tuple, inputs: Unpacked, hp: dict, fedex_index) -> collections.OrderedDict:
     """What the client sends: Δ^i = w^i − w_t and its aggregation weight (zeros, and the
     ``nonfinite`` flag, when the update, its loss or its held-out loss is not finite), the
     metric sums, θ^i when it persists, and FedEx's sums."""
@@ -395,7 +398,8 @@ class ClientTrainer:
         val_count=kept(val_count),
         pre_loss_sum=pre[0], pre_count=pre[1],
         nonfinite=1.0 - tf.cast(finite, tf.float32), num_clients=tf.constant(1.0),
-        drift_sum=kept(tf.linalg.global_norm(delta)))
+        drift_sum=kept(tf.linalg.global_norm(delta)),
+        lr_sum=tf.cast(hp["learning_rate"], tf.float32), steps_sum=sums.steps)
     for j in range(len(matcher.term_units) if matcher is not None else 0):  # eq. 1's term j, summed
       metrics[f"rm_term{j}_sum"] = kept(sums.rm_sums[j])
     out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)

@@ -195,12 +195,18 @@ class ServerOptimizer:
 
 def round_metrics(sums: Mapping[str, tf.Tensor], hparams: Mapping[str, Any],
                   mean_delta: list) -> collections.OrderedDict:
-  """The round's training metrics from the clients' sums; RM's eq. 1 per example, total and per layer j."""
+  """The round's training metrics from the clients' sums; RM's eq. 1 per example, total and per
+  layer j. ``client_lr`` and ``local_steps`` are the means over the round's clients of what they
+  trained with (under FedEx each client's own configuration; the round's h_t if none came)."""
   count = tf.maximum(sums["count"], 1.0)
+  clients = sums["num_clients"]
+  per_client = lambda key, default: tf.where(clients > 0, sums[key] / tf.maximum(clients, 1.0),
+                                             tf.cast(default, tf.float32))
   metrics = collections.OrderedDict(
       train_loss=sums["loss_sum"] / count,
       train_accuracy=sums["correct"] / tf.maximum(sums["predictions"], 1.0),
-      client_lr=hparams["lr"], local_steps=hparams["steps"],
+      client_lr=per_client("lr_sum", hparams["lr"]),
+      local_steps=per_client("steps_sum", hparams["steps"]),
       num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
       examples_trained=sums["count"],
       update_norm=tf.linalg.global_norm(mean_delta),
