@@ -50,7 +50,13 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rm_ah": ("FA+RM+AH", FA_START + ("--rm_weight=1.0",)),
     "rm_ah_w0.3": ("FA+RM+AH", FA_START + ("--rm_weight=0.3",)),
     "rm_ah_w0.3_detrended": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--ah_baseline=detrended")),
-    # Diagnostics, not choices: entropy regularisation off (the seed adds ER to every run).
+    # θ's Adam rate follows the round's client lr (rm_theta_lr · η_t / client_lr), against the
+    # fixed rate: equal at FA's operating point, 3× at AH's largest lr, 1/100 at its floor.
+    "rm_w0.3_follows": ("FA+RM", ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
+    "rm_ah_w0.3_follows": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
+    # Diagnostics, not choices: θ reset every round (Algorithm 1 keeps it), ER off (the seed
+    # adds ER to every run).
+    "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_client_state=reset")),
     "fa_noer": ("FA", ("--er_h_min=0",)),
     "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--er_h_min=0")),
 }
@@ -61,6 +67,8 @@ RULES = {
     "AH baseline at FA's start": ("fa_start", "fa_start_detrended"),
     "RM weight": ("rm", "rm_w0.3"),
     "FA+RM+AH's baseline": ("rm_ah_w0.3", "rm_ah_w0.3_detrended"),
+    "θ's rate in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_follows"),
+    "θ's rate in FA+RM": ("rm_w0.3", "rm_w0.3_follows"),
 }
 METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
 
@@ -80,7 +88,7 @@ def _same(a: str, b: str) -> bool:
   try:
     return math.isclose(float(a), float(b), rel_tol=1e-6)
   except ValueError:
-    return a == b
+    return a.lower() == b.lower()  # booleans are recorded as True / False
 
 
 def matches(name: str, run_dir: str) -> bool:

@@ -1,6 +1,7 @@
 """Representation matching, entropy regularisation and weight divergence as TFF client work."""
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -88,6 +89,31 @@ def test_persisted_theta_round_trip_matches_hand_computation(tff_rt, normalize):
     for got, want, start in zip(client_theta, manual_theta, theta0):
       np.testing.assert_allclose(got, want, atol=5e-5)
     assert any(not np.allclose(g, s) for g, s in zip(client_theta, theta0))  # θ trained
+
+
+def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
+  """--rm_theta_lr_follows: in a round whose schedule halves η (0.1 -> 0.05), θ's Adam takes
+  rm_theta_lr · η_t / client_lr = 0.005; without it, θ keeps 0.01 while w steps at 0.05."""
+  clients = toy.make_clients()
+  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  schedule = dict(lr_schedule="expdecay", lr_decay_rate=0.5, lr_decay_every=1, rm_theta_lr=0.01)
+  for follows, theta_lr in ((True, 0.005), (False, 0.01)):
+    p = rm_process("persist", rm_theta_lr_follows=follows, **schedule)
+    state = p.initialize()
+    inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(clients)]
+    state, thetas = p.next_with_client_states(state, inputs)  # round 1: η = 0.1 = client_lr
+    state = state.state
+    w1 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
+    inputs = [collections.OrderedDict(data=d, theta=t) for d, t in zip(toy.datasets(clients), thetas)]
+    _, thetas2 = p.next_with_client_states(state, inputs)  # round 2: η = 0.05
+    cfg = ClientConfig(lr=0.05, local_steps=4, batch_size=8, rm_weight=0.05, rm_theta_lr=theta_lr)
+    other = dataclasses.replace(cfg, rm_theta_lr=0.015 - theta_lr)  # the other rule's rate
+    for (x, y), start, got in zip(clients, thetas, thetas2):
+      _, want = manual_rm_client(w1, start, x, y, cfg)
+      _, wrong = manual_rm_client(w1, start, x, y, other)
+      for g, w, o in zip(got, want, wrong):
+        np.testing.assert_allclose(g, w, atol=2e-4)  # two rounds of float32 Adam
+      assert max(np.abs(g - o).max() for g, o in zip(got, wrong)) > 5e-3
 
 
 def test_theta_is_not_in_the_aggregate(tff_rt):

@@ -13,7 +13,8 @@ CE + rm_weight · L_M^norm (+ ER, WD), where L_M^norm weights eq. 1's terms as
 ``rm_normalize`` says (`matching.normalized_matching_loss`); θ^i takes an Adam
 step (learning rate ``rm_theta_lr``, moments started afresh each round and never
 mixed with w's optimizer) on eq. 1's sum form. θ's step thus does not depend on
-the RM weight, the client lr or layer width.
+the RM weight or layer width, nor on the client lr unless ``rm_theta_lr_follows`` scales
+θ's rate with the round's η_t (rm_theta_lr · η_t / client_lr).
 """
 
 from __future__ import annotations
@@ -326,7 +327,11 @@ class ClientTrainer:
 
     for m in models.velocity:
       m.assign(tf.zeros_like(m))
-    for slot, value in zip(theta_opt.slots, tf.nest.flatten(theta_opt.initial)):
+    theta_initial = theta_opt.initial
+    if matcher is not None and cfg.rm_theta_lr_follows:  # θ's rate scales with the round's η_t
+      theta_lr = cfg.rm_theta_lr * tf.cast(hp["learning_rate"], tf.float32) / cfg.lr
+      theta_initial = theta_opt.optimizer.set_hparams(theta_initial, {"learning_rate": theta_lr})
+    for slot, value in zip(theta_opt.slots, tf.nest.flatten(theta_initial)):
       slot.assign(tf.cast(value, tf.float32))  # θ's optimizer starts afresh each round
 
     def sgd_step(x, y) -> Objective:

@@ -68,6 +68,9 @@ class ClientConfig:
                              choices=RM_NORMALIZATIONS)
   rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
                               "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
+  rm_theta_lr_follows: bool = option(False, "rm_theta_lr_follows",
+                                     "θ's Adam lr follows the round's client lr: rm_theta_lr · η_t / --client_lr "
+                                     "(the schedule's decay or AH's draw); off: rm_theta_lr in every round.")
   er_h_min: float = option(0.0, "er_h_min", "Entropy regularisation H_min, eq. 8 of seed 000 (0 = off).",
                            check=_NON_NEGATIVE, allowed="must be ≥ 0")
   wd_mu: float = option(0.0, "wd_mu", "Weight-divergence (FedProx) coefficient μ (0 = off).",
