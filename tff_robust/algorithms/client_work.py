@@ -253,12 +253,15 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
-  def _theta_optimizer(self, matcher) -> _ThetaOptimizer:
-    """θ's own optimizer (Adam, lr ``rm_theta_lr``), its initial state, and variables holding
-    the state's leaves (lr, betas, epsilon, step count, moments; all float32)."""
+  def _theta_optimizer(self, matcher, client_lr) -> _ThetaOptimizer:
+    """θ's own optimizer (Adam, lr ``rm_theta_lr``, or rm_theta_lr · η_t / client_lr when it
+    follows the round's ``client_lr``), its initial state, and variables holding the state's
+    leaves (lr, betas, epsilon, step count, moments; all float32)."""
     if matcher is None:
       return _ThetaOptimizer(None, None, [])
-    opt = tff.learning.optimizers.build_adam(learning_rate=self.config.rm_theta_lr)
+    cfg = self.config
+    scale = tf.cast(client_lr, tf.float32) / cfg.lr if cfg.rm_theta_lr_follows else 1.0
+    opt = tff.learning.optimizers.build_adam(learning_rate=cfg.rm_theta_lr * scale)
     initial = opt.initialize([tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta])
     slots = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in tf.nest.flatten(initial)]
     return _ThetaOptimizer(opt, initial, slots)
@@ -276,7 +279,7 @@ class ClientTrainer:
     model, matcher = models.model, models.matcher
     weights = broadcast["model"]
     hp, fedex_index = self._hparams(broadcast, inputs.seed)
-    theta_opt = self._theta_optimizer(matcher)
+    theta_opt = self._theta_optimizer(matcher, hp["learning_rate"])
 
     @tf.function
     def run(data, val, theta):
@@ -327,11 +330,7 @@ class ClientTrainer:
 
     for m in models.velocity:
       m.assign(tf.zeros_like(m))
-    theta_initial = theta_opt.initial
-    if matcher is not None and cfg.rm_theta_lr_follows:  # θ's rate scales with the round's η_t
-      theta_lr = cfg.rm_theta_lr * tf.cast(hp["learning_rate"], tf.float32) / cfg.lr
-      theta_initial = theta_opt.optimizer.set_hparams(theta_initial, {"learning_rate": theta_lr})
-    for slot, value in zip(theta_opt.slots, tf.nest.flatten(theta_initial)):
+    for slot, value in zip(theta_opt.slots, tf.nest.flatten(theta_opt.initial)):
       slot.assign(tf.cast(value, tf.float32))  # θ's optimizer starts afresh each round
 
     def sgd_step(x, y) -> Objective:
