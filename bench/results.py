@@ -49,9 +49,9 @@ from tff_robust.common import markdown  # noqa: E402
 
 from results_plan import (  # noqa: E402  (bench/ is this script's directory on sys.path)
     METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, VAL_ACCURACY, Plan,
-    StudyRun, build_corpus, count_test_clips, load_bench, machine, run_bench, seed002_runs,
-    seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table, table1_runs, table3,
-    table3_runs)
+    StudyRun, build_corpus, count_test_clips, load_bench, machine, run_bench, seed002_rounds,
+    seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
+    table1_runs, table3, table3_runs)
 
 
 # ---- the seeds' own numbers ---------------------------------------------------------------
@@ -304,7 +304,8 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
   done = max((len(v.get("val_loss", [])) for v in rows.values()), default=0)
   page.lines += ["## Seed 002: the tuning study", "",
                  "`python -m tff_robust.tune --flagfile=flags/seed002_mnist_study.cfg --seed=s`: MNIST 2NN "
-                 "on the offline digits, ten Dirichlet(0.5) clients, 27 rounds a full arm. As in the seed's "
+                 "on the offline digits, ten Dirichlet(0.5) clients, "
+                 f"{seed002_rounds(plan)} rounds a full arm. As in the seed's "
                  "wrapper, each arm draws its server hyper-parameters and one client configuration "
                  "(lr, momentum, weight decay, batch size); RS and SHA train with that draw, the FedEx "
                  "variants tune k = 10 configurations around it; each method's winner is chosen on "

@@ -129,6 +129,13 @@ def seed004_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex
           for opt, col in chosen.items() for s in range(1, plan.seeds)]
 
 
+def seed002_rounds(plan: Plan) -> str:
+  """R, the rounds of a full arm: the study flagfile's --rounds, or the plan's override."""
+  with open(os.path.join(REPO, "flags", "seed002_mnist_study.cfg")) as f:
+    flags = f.read().split() + list(plan.s002_extra)
+  return [f.split("=", 1)[1] for f in flags if f.startswith("--rounds=")][-1]
+
+
 def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
   cell = ex.Cell(row="mnist", column="study", cell_id="seed002_mnist_study",
                  flagfiles=("seed002_mnist_study.cfg",), task="mnist")

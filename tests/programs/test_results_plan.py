@@ -45,3 +45,10 @@ def test_one_seed_plans_have_no_second_stage(tmp_path):
   for r in grid:
     _finish(r, val=0.5, test=0.5)
   assert rp.seed004_final_runs(plan, str(tmp_path), rp.seed004_choose(grid)) == []
+
+
+def test_seed002_budget_is_the_flagfiles_rounds_or_the_plans_override():
+  with open(os.path.join(ROOT, "flags", "seed002_mnist_study.cfg")) as f:
+    rounds = [ln.split("=", 1)[1].strip() for ln in f if ln.startswith("--rounds=")]
+  assert rp.seed002_rounds(rp.PLANS["full"]) == rounds[-1]
+  assert rp.seed002_rounds(rp.Plan(s002_extra=("--rounds=3", "--rs_arms=2"))) == "3"
