@@ -52,3 +52,14 @@ def test_seed002_budget_is_the_flagfiles_rounds_or_the_plans_override():
     rounds = [ln.split("=", 1)[1].strip() for ln in f if ln.startswith("--rounds=")]
   assert rp.seed002_rounds(rp.PLANS["full"]) == rounds[-1]
   assert rp.seed002_rounds(rp.Plan(s002_extra=("--rounds=3", "--rs_arms=2"))) == "3"
+
+
+def test_seed004_paired_comparison_is_per_seed_against_fedavg():
+  import results  # noqa: E402  (the page script; imports matplotlib's Agg backend only)
+  by_seed = {"avg": {0: 80.0, 1: 90.0, 2: 70.0}, "adam": {0: 82.0, 1: 89.0, 2: 73.0},
+             "yogi": {0: 99.0}}  # one shared seed: no paired figure
+  lines = results.paired_vs_fedavg(by_seed)
+  assert len(lines) == 2 and lines[1] == ""
+  assert "FedAdam +1.3 points (ahead on 2 of 3 seeds)" in lines[0]
+  assert "FedYogi" not in lines[0] and "FedAvg:" in lines[0]
+  assert results.paired_vs_fedavg({"avg": {0: 1.0}}) == []
