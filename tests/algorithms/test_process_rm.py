@@ -116,6 +116,29 @@ def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
       assert max(np.abs(g - o).max() for g, o in zip(got, wrong)) > 5e-3
 
 
+def test_dropped_round_keeps_the_clients_last_theta(tff_rt):
+  """A client whose round is not finite is dropped, and so is the θ^i it trained: it keeps the
+  θ^i it received. Kept, a NaN θ^i would make every later round of that client NaN (the
+  keyword-spotting FA+RM+AH run lost 9 of 10 clients for good this way)."""
+  p = rm_process("persist")
+  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  state = p.initialize()
+  bad = toy.make_clients(nan_client=1)
+  inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(bad)]
+  out, thetas = p.next_with_client_states(state, inputs)
+  assert float(out.metrics["nonfinite_clients"]) == 1
+  for got, start in zip(thetas[1], theta0):
+    np.testing.assert_array_equal(got, start)
+  for k in (0, 2):  # the others trained theirs
+    assert all(np.all(np.isfinite(t)) for t in thetas[k])
+    assert any(not np.allclose(t, s) for t, s in zip(thetas[k], theta0))
+  clean = toy.make_clients()  # the same clients, the NaN gone: all three count again
+  inputs = [collections.OrderedDict(data=d, theta=t) for d, t in zip(toy.datasets(clean), thetas)]
+  out2, _ = p.next_with_client_states(out.state, inputs)
+  assert float(out2.metrics["nonfinite_clients"]) == 0
+  assert all(np.all(np.isfinite(w)) for w in p.get_model_weights(out2.state).trainable)
+
+
 def test_theta_is_not_in_the_aggregate(tff_rt):
   """The update a client sends holds only model deltas: θ never leaves it."""
   p = rm_process("persist")

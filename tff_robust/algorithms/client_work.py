@@ -154,22 +154,6 @@ def local_objective(models: _Models, config: ClientConfig, prox_mu: Optional[tf.
   return Objective(total, task_loss, logits, terms)
 
 
-@dataclasses.dataclass(frozen=True)
-class FedExClient:
-  """What a client needs for FedEx (seed 002): the k configurations and the options."""
-
-  space: fedex_space.SearchSpace
-  options: fedex_space.FedExOptions
-  configs: dict  # name -> np.ndarray [k]
-
-  @property
-  def k(self) -> int:
-    return self.options.k
-
-  def tunes(self, name: str) -> bool:
-    return name in self.space.names
-
-
 class ClientTrainer:
   """Builds the client computation for one task and configuration.
 
@@ -182,7 +166,7 @@ class ClientTrainer:
 
   def __init__(self, spec: ModelSpec, config: ClientConfig, weighting: str, *,
                has_val: bool, theta_in: bool, pre_eval_batches: int = 0, seed: int = 0,
-               fedex: Optional["FedExClient"] = None, attack: Optional[tuple] = None):
+               fedex: Optional[fedex_space.FedExClient] = None, attack: Optional[tuple] = None):
     self.spec = spec
     self.config = config
     self.weighting = weighting
@@ -377,7 +361,8 @@ class ClientTrainer:
               val_sums: tuple, inputs: Unpacked, hp: dict, fedex_index) -> collections.OrderedDict:
     """What the client sends: Δ^i = w^i − w_t and its aggregation weight (zeros, and the
     ``nonfinite`` flag, when the update, its loss or its held-out loss is not finite), the
-    metric sums, θ^i when it persists, and FedEx's sums."""
+    metric sums, θ^i when it persists (the received θ^i when the round was dropped: a NaN θ^i
+    kept would drop that client in every later round), and FedEx's sums."""
     model, matcher = models.model, models.matcher
     val_loss, val_correct, val_predictions, val_count = val_sums
     delta = [v - w for v, w in zip(model.trainable_variables, initial)]
@@ -407,8 +392,10 @@ class ClientTrainer:
     for j in range(len(matcher.term_units) if matcher is not None else 0):  # eq. 1's term j, summed
       metrics[f"rm_term{j}_sum"] = kept(sums.rm_sums[j])
     out = collections.OrderedDict(delta=delta, weight=weight, metrics=metrics)
-    if self.theta_in:
-      out["theta"] = [tf.identity(v) for v in matcher.theta]
+    if self.theta_in:  # a dropped round's θ^i is discarded with its Δ^i: the client keeps its last θ
+      theta = [tf.identity(v) for v in matcher.theta]
+      keep = tf.logical_and(finite, _all_finite(theta))
+      out["theta"] = [tf.where(keep, t, t0) for t, t0 in zip(theta, inputs.theta)]
     if self.fedex is not None:  # (|V| L onehot(c), |V| onehot(c), |V|) for seed 002's update
       if self.fedex.options.objective == "error":
         mean_val = kept(1.0 - val_acc)

@@ -1,7 +1,8 @@
 """FedEx's build-time parts (seed 002), numpy only: the space of client hyper-parameters it
 tunes (`SearchSpace`, flags ``--fedex_<name>``), the k candidate configurations drawn around a
 center (`sample_configs`), a uniformly random center for random search (`random_center`), and
-FedEx's options (`FedExOptions`, flags ``--fedex_*``). The per-round exponentiated-gradient step
+FedEx's options (`FedExOptions`, flags ``--fedex_*``) and what a client needs of them
+(`FedExClient`). The per-round exponentiated-gradient step
 that chooses among the configurations is `fedex.py`.
 """
 
@@ -318,3 +319,19 @@ def validate_schedule(kind: str) -> None:
 def default_eta0(k: int) -> float:
   """sqrt(2 ln k): the exponentiated-gradient step for k experts (0 when k = 1)."""
   return math.sqrt(2.0 * math.log(k))
+
+
+@dataclasses.dataclass(frozen=True)
+class FedExClient:
+  """What a client needs for FedEx: the space, the options and the k configurations."""
+
+  space: SearchSpace
+  options: FedExOptions
+  configs: dict  # name -> np.ndarray [k]
+
+  @property
+  def k(self) -> int:
+    return self.options.k
+
+  def tunes(self, name: str) -> bool:
+    return name in self.space.names

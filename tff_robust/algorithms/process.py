@@ -66,7 +66,7 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.client_input_type = trainer.input_type()
 
 
-def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
+def fedex_client(config: ProcessConfig) -> fedex_space.FedExClient:
   """The k FedEx configurations, drawn around the centre (seed 002)."""
   fc, ccfg = config.fedex, config.client
   space = fc.space or fedex_space.SearchSpace()
@@ -97,7 +97,7 @@ def fedex_client(config: ProcessConfig) -> client_work.FedExClient:
       elif isinstance(spec, fedex_space.Range) and spec.low <= value <= spec.high:
         center[name] = value
   configs = fedex_space.sample_configs(space, center, options.radius, options.k, options.seed)
-  return client_work.FedExClient(space=space, options=options, configs=configs)
+  return fedex_space.FedExClient(space=space, options=options, configs=configs)
 
 
 def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
