@@ -58,6 +58,7 @@ SEED004_OPTS = tuple(key for _, key in ex.SEED004_OPTS)
 SEED004_LABELS = {key: label for label, key in ex.SEED004_OPTS}
 METHOD_LABELS = {key: label for label, key, _ in ex.SEED000_METHODS}
 VAL_ACCURACY = ex.Metric("val_accuracy", "final validation accuracy (%)", scale=100.0)
+TEST_LOSS = ex.Metric("test_loss", "final test loss", digits=2)
 
 
 class StudyRun(ex.Run):
