@@ -5,7 +5,7 @@ step count, trains a copy w^i (and, with representation matching, its own
 matching parameters θ^i against a frozen copy of w_t), and returns the delta
 Δ^i = w^i − w_t with its aggregation weight and metric *sums*. A client whose
 update or loss is not finite returns a zero delta with weight 0, so it never
-reaches the global model.
+reaches the global model, and the θ^i it received, so its persisted state stays finite.
 
 With RM, each step has two parts (seed 000 Fig. 1b: "θ^i and w^i are
 simultaneously trained"): w^i takes an SGD step on
