@@ -215,11 +215,12 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str) -> N
   page.figure("results_kws_curves.png",
               lambda p: draw_curves(p, {"C = 1.0, one keyword per client": panel},
                                     f"KWS (espeak): test accuracy, {plan.kws_seeds} seed(s), {page.stamp}"),
-              f"Test accuracy per round on the espeak keyword corpus, C = 1.0 (mean over seeds "
-              f"0–{plan.kws_seeds - 1}, band min..max; FA on iid clients dashed); {page.stamp}, `{page.command}`.")
+              f"Test accuracy per round on the espeak keyword corpus, C = 1.0, {plan.kws_rounds} rounds (mean "
+              f"over seeds 0–{plan.kws_seeds - 1}, band min..max; FA on iid clients dashed); {page.stamp}, "
+              f"`{page.command}`.")
 
 
-def section_fig3(page: Page, t1: list[ex.Run], t3: list[ex.Run]) -> None:
+def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
   specs = []
   for runs, task in ((t1, "MNIST"), (t3, "KWS")):
     for r in runs:
@@ -235,7 +236,8 @@ def section_fig3(page: Page, t1: list[ex.Run], t3: list[ex.Run]) -> None:
                 lambda p: plot.plot_trajectories(p, specs, title=f"FA+RM+AH, C = 1.0, seed 0: "
                                                  f"mean of P(h|ψ), {page.stamp}"),
                 f"μ of FA+RM+AH (learning rate, top; local steps, bottom; dots: the sampled h_t), "
-                f"seed 0; {page.stamp}, `{page.command}`.")
+                f"seed 0, the runs of Table 1 (MNIST-5k, {plan.rounds} rounds) and Table 3 (espeak "
+                f"keywords, {plan.kws_rounds} rounds); {page.stamp}, `{page.command}`.")
 
 
 def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:
@@ -322,7 +324,7 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
                       f"({'held' if b[k] > a[k] else 'did not hold'}).")
   if claims:
     page.lines += ["The seed: FedEx wrapped around SHA (and RS) improves on it, for the global "
-                   "model and for personalisation (refine).", "", *claims]
+                   "model and for personalisation (refine).", "", *claims, ""]
 
 
 def section_bench(page: Page, found: dict) -> None:
@@ -403,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
   section_table1(page, plan, t1)
   section_table3(page, plan, t3, corpus)
-  section_fig3(page, t1, t3)
+  section_fig3(page, plan, t1, t3)
   section_seed004(page, plan, s4, seed004_final_runs(plan, root, seed004_choose(s4)))
   section_seed002(page, plan, s2)
   if found:
