@@ -170,7 +170,7 @@ BENCH_JOBS = ("client_time", "round_time")
 
 def bench_args(plan: Plan) -> dict[str, list[str]]:
   return {"client_time": [f"--tasks={plan.bench_tasks}", f"--rounds={plan.bench_rounds}"],
-          "round_time": ["--task=mnist", f"--rounds={max(plan.bench_rounds // 2, 2)}"]}
+          "round_time": ["--task=mnist", f"--rounds={plan.bench_rounds}"]}
 
 
 def run_bench(plan: Plan, root: str) -> None:

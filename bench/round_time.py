@@ -2,8 +2,8 @@
 
 All three run the same clients, the same K SGD steps of batch B per client and
 the same server step (SGD, lr 1), in one process so the ratios share the
-machine's state. The plain loop is the limit: the same SGD steps with no
-federated runtime at all.
+machine's state; the rounds of the two TFF processes alternate. The plain loop is the
+limit: the same SGD steps with no federated runtime at all.
 
     uv run python bench/round_time.py --task=mnist --rounds=10
 """
@@ -29,13 +29,17 @@ from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
 
 
-def _time_rounds(step, rounds: int) -> list[float]:
-  step()  # warm-up (tracing, worker start-up)
-  times = []
+def _time_rounds(steps: dict, rounds: int) -> dict[str, list[float]]:
+  """Seconds per round of each step, rounds interleaved (round r of every step, then r + 1) so
+  that the machine's drift over the run falls on every step alike."""
+  for step in steps.values():
+    step()  # warm-up (tracing, worker start-up)
+  times: dict[str, list[float]] = {name: [] for name in steps}
   for _ in range(rounds):
-    t0 = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - t0)
+    for name, step in steps.items():
+      t0 = time.perf_counter()
+      step()
+      times[name].append(time.perf_counter() - t0)
   return times
 
 
@@ -68,7 +72,6 @@ def main() -> None:
 
     def ours_step():
       state[0] = ours.next(state[0], raw).state
-    results["tff_robust"] = _time_rounds(ours_step, args.rounds)
 
     # TFF's own weighted FedAvg on the same batches.
     def tff_model_fn():
@@ -82,7 +85,7 @@ def main() -> None:
 
     def tff_step():
       tstate[0] = fedavg.next(tstate[0], batched).state
-    results["tff_fedavg"] = _time_rounds(tff_step, args.rounds)
+    results.update(_time_rounds({"tff_robust": ours_step, "tff_fedavg": tff_step}, args.rounds))
 
   # Plain TF: the same SGD steps, clients one after another, no federated runtime.
   model = task.model_fn()
@@ -104,7 +107,7 @@ def main() -> None:
     deltas = [client(ds) for ds in batched]
     for i, g in enumerate(global_w):
       g.assign_add(tf.add_n([d[i] for d in deltas]) / len(deltas))
-  results["plain_tf"] = _time_rounds(plain_step, args.rounds)
+  results.update(_time_rounds({"plain_tf": plain_step}, args.rounds))
 
   med = {k: statistics.median(v) for k, v in results.items()}
   print(f"task={args.task} clients={len(cids)} steps={args.steps} batch={args.batch_size} "
