@@ -54,6 +54,12 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # fixed rate: equal at FA's operating point, 3× at AH's largest lr, 1/100 at its floor.
     "rm_w0.3_follows": ("FA+RM", ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
     "rm_ah_w0.3_follows": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
+    # What the top matching layer rebuilds a_{M-1} from (--rm_top_source): the logits (Fig. 2
+    # as printed, the setting in force), their softmax, or no top term.
+    "rm_w0.3_softmax": ("FA+RM", ("--rm_weight=0.3", "--rm_top_source=softmax")),
+    "rm_w0.3_notop": ("FA+RM", ("--rm_weight=0.3", "--rm_top_source=none")),
+    "rm_ah_w0.3_softmax": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=softmax")),
+    "rm_ah_w0.3_notop": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=none")),
     # Diagnostics, not choices: θ reset every round (Algorithm 1 keeps it), ER off (the seed
     # adds ER to every run).
     "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_client_state=reset")),
@@ -69,6 +75,8 @@ RULES = {
     "FA+RM+AH's baseline": ("rm_ah_w0.3", "rm_ah_w0.3_detrended"),
     "θ's rate in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_follows"),
     "θ's rate in FA+RM": ("rm_w0.3", "rm_w0.3_follows"),
+    "the top term's source in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_softmax", "rm_ah_w0.3_notop"),
+    "the top term's source in FA+RM": ("rm_w0.3", "rm_w0.3_softmax", "rm_w0.3_notop"),
 }
 METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
 

@@ -45,6 +45,8 @@ def load(name: str, data_dir: str | None):
 def config(method: str, steps: int, batch: int, lr: float) -> ProcessConfig:
   client = ClientConfig(lr=lr, local_steps=steps, batch_size=batch,
                         rm_weight=0.3 if "RM" in method else 0.0,
+                        # as the seed-000 flagfiles: FA+RM+AH has no top matching term
+                        rm_top_source="none" if method == "FA+RM+AH" else "logits",
                         wd_mu=0.01 if "WD" in method else 0.0)
   ah = AHConfig(lr_grid=(lr / 3, lr, lr * 3), steps_grid=(steps,)) if "AH" in method else None
   return ProcessConfig(client=client, server=ServerConfig(opt="sgd", lr=1.0), ah=ah)

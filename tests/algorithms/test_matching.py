@@ -222,14 +222,16 @@ def test_theta_structure_follows_the_reversed_layers():
                     (62, 128), (128,)]
 
 
-def test_matching_loss_is_eq1_by_hand():
-  """A one-hidden-layer net: L_M = mean_b ‖f_1(a_2) − a_1^F‖² + ‖f_0(a_1) − x‖²."""
+@pytest.mark.parametrize("top_source", matching.TOP_SOURCES)
+def test_matching_loss_is_eq1_by_hand(top_source):
+  """A one-hidden-layer net: L_M = mean_b ‖f_1(a_2) − a_1^F‖² + ‖f_0(a_1) − x‖², with a_2 the
+  logits, their softmax, or no top term (``top_source``)."""
   tf.keras.utils.set_random_seed(3)
   model = tf.keras.Sequential([tf.keras.Input((4,)), L.Dense(3, activation="relu"),
                                L.Dense(2)])
   frozen = _perturbed_copy(model, lambda: tf.keras.Sequential(
       [tf.keras.Input((4,)), L.Dense(3, activation="relu"), L.Dense(2)]), scale=0.3)
-  matcher = matching.RepresentationMatcher(model, seed=5)
+  matcher = matching.RepresentationMatcher(model, seed=5, top_source=top_source)
   for v in matcher.theta:   # non-zero biases too
     v.assign(v + 0.1)
   x = _inputs(model, 5)
@@ -240,12 +242,28 @@ def test_matching_loss_is_eq1_by_hand():
   xn = x.numpy()
   w1, b1, w2, b2 = model.get_weights()
   fw1, fb1, _, _ = frozen.get_weights()
-  k0, c0, k1, c1 = [v.numpy() for v in matcher.theta]
+  theta = [v.numpy() for v in matcher.theta]
+  k0, c0 = theta[:2]
   a1 = np.maximum(xn @ w1 + b1, 0)
   logits = a1 @ w2 + b2
   fa1 = np.maximum(xn @ fw1 + fb1, 0)
-  want = (np.sum((a1 @ k0 + c0 - xn) ** 2) + np.sum((logits @ k1 + c1 - fa1) ** 2)) / 5
+  want = np.sum((a1 @ k0 + c0 - xn) ** 2) / 5
+  if top_source == "none":
+    assert len(theta) == 2 and matcher.term_units == (4,)
+  else:
+    k1, c1 = theta[2:]
+    top = logits if top_source == "logits" else np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    want += np.sum((top @ k1 + c1 - fa1) ** 2) / 5
+    assert matcher.term_units == (4, 3)
   np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_top_source_is_checked():
+  model = tf.keras.Sequential([tf.keras.Input((4,)), L.Dense(2)])
+  with pytest.raises(ValueError, match="top_source='probs'; valid: logits, softmax, none"):
+    matching.RepresentationMatcher(model, top_source="probs")
+  with pytest.raises(ValueError, match="--rm_top_source=none leaves no term to match"):  # a linear model has only the top term
+    matching.RepresentationMatcher(model, top_source="none")
 
 
 @pytest.mark.parametrize("name", ["mnist_2nn", "cifar_cnn", "emnist_cr_cnn", "mcmahan_cnn"])

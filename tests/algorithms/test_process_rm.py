@@ -274,3 +274,60 @@ def test_rm_does_not_drive_one_class_clients_apart(tff_rt):
   # The same weight on eq. 1's sum over units (the earlier behaviour's scale) drives them apart.
   _, sum_drift = _digits_one_class_run(1.0, normalize="sum")
   assert sum_drift > 1.5 * fa_drift, (sum_drift, fa_drift)
+
+
+def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_lr=0.5):
+  """sklearn's 8x8 digits, one class per client: ``warm_rounds`` rounds at lr 0.1 (θ kept per
+  client), then one round at ``big_lr`` from that state. Returns the norm of that round's
+  aggregated update and the loss it leaves on all digits."""
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+  x, y = load_digits(return_X_y=True)
+  x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
+
+  def model_fn():
+    return tf.keras.Sequential([tf.keras.layers.Dense(32, activation="relu", input_shape=(64,)),
+                                tf.keras.layers.Dense(10)])
+
+  spec = client_work.ModelSpec(model_fn, toy.loss_fn, sparse_accuracy,
+                               (tf.TensorSpec([64], tf.float32), tf.TensorSpec([], tf.int32)))
+  theta = client_work.initial_theta(spec, 0, top_source) if rm_weight > 0 else None
+  data = [tf.data.Dataset.from_tensor_slices((x[i], y[i])) for i in partition(y, 10, "one_class")]
+
+  def build(lr):
+    cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32, rm_weight=rm_weight,
+                                            rm_top_source=top_source, er_h_min=0.5), seed=0)
+    return process.build_process(spec, cfg, rm_client_state="persist" if rm_weight > 0 else "reset")
+
+  warm, big = build(0.1), build(big_lr)
+  thetas = [theta] * len(data)
+
+  def round_(p, state):
+    if rm_weight == 0:
+      return p.next(state, data), thetas
+    return p.next_with_client_states(
+        state, [collections.OrderedDict(data=d, theta=t) for d, t in zip(data, thetas)])
+
+  state = warm.initialize()
+  for _ in range(warm_rounds):
+    out, thetas = round_(warm, state)
+    state = out.state
+  out, _ = round_(big, state)
+  weights = big.get_model_weights(out.state)
+  evaluate = evaluation.make_evaluator(model_fn, toy.loss_fn, sparse_accuracy)
+  loss = evaluate(weights.trainable, weights.non_trainable,
+                  tf.data.Dataset.from_tensor_slices((x, y)).batch(2000))["loss"]
+  return float(out.metrics["update_norm"]), float(loss)
+
+
+def test_top_term_from_logits_inflates_a_large_step_round(tff_rt):
+  """Why FA+RM+AH walked the lr down: on one-class clients a round at a large lr (which AH
+  samples, FA's schedule never does) pushes the logits far; f_{M-1} must then rebuild the
+  100-wide a_{M-1} from 10 unbounded logits, and that term drags every client the same way,
+  so the aggregated update is 2-3x FA's and the round's loss barely falls. Fed the softmax of
+  the logits (or without the top term) the round matches FA's."""
+  fa_norm, fa_loss = _digits_large_step_round(0.0)
+  logits_norm, logits_loss = _digits_large_step_round(0.3, "logits")
+  soft_norm, soft_loss = _digits_large_step_round(0.3, "softmax")
+  assert logits_norm > 1.8 * fa_norm, (logits_norm, fa_norm)
+  assert soft_norm < 1.35 * fa_norm, (soft_norm, fa_norm)
+  assert soft_loss < logits_loss - 0.03, (soft_loss, logits_loss)

@@ -132,6 +132,8 @@ def test_seed000_cells_parse_to_the_method():
       assert (cfg.process.ah is not None) == ("ah" in ing)
       assert cfg.process.client.rm_weight == (0.3 if "rm" in ing else 0.0)  # one weight, per unit
       assert cfg.process.client.rm_normalize == "unit"
+      # FA+RM+AH drops the top matching term (seed000_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
+      assert cfg.process.client.rm_top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
       assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
       if "fa" in ing:
         c = cfg.process.client

@@ -59,23 +59,17 @@ def _batched_spec(element_spec):
       lambda s: tf.TensorSpec([None] + list(s.shape), s.dtype), element_spec)
 
 
-def _build_matcher(model: tf.keras.Model, seed: int):
-  return matching.RepresentationMatcher(model, seed=seed)
-
-
-def theta_specs(spec: ModelSpec, seed: int) -> list[tf.TensorSpec]:
+def theta_specs(spec: ModelSpec, seed: int, top_source: str = "logits") -> list[tf.TensorSpec]:
   """Shapes of the matching parameters θ for this task's model."""
   with tf.Graph().as_default():
-    model = spec.model_fn()
-    matcher = _build_matcher(model, seed)
+    matcher = matching.RepresentationMatcher(spec.model_fn(), seed, top_source)
     return [tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta]
 
 
-def initial_theta(spec: ModelSpec, seed: int) -> list[np.ndarray]:
+def initial_theta(spec: ModelSpec, seed: int, top_source: str = "logits") -> list[np.ndarray]:
   """Fresh θ for a client seen for the first time (deterministic for ``seed``)."""
   with tf.Graph().as_default():
-    model = spec.model_fn()
-    return _build_matcher(model, seed).initial_theta()
+    return matching.RepresentationMatcher(spec.model_fn(), seed, top_source).initial_theta()
 
 
 def _weighting(kind: str, num_examples, train_acc, val_acc):
@@ -186,7 +180,12 @@ class ClientTrainer:
     """This configuration's client input: its TFF type, packing and unpacking."""
     return ClientInput(self.spec.element_spec, has_val=self.has_val, has_seed=self.has_seed,
                        has_byzantine=self.attack is not None,
-                       theta_specs=tuple(theta_specs(self.spec, self.seed)) if self.theta_in else None)
+                       theta_specs=tuple(theta_specs(self.spec, self.seed, self.config.rm_top_source))
+                       if self.theta_in else None)
+
+  def initial_theta(self) -> list[np.ndarray]:
+    """θ^i of a client seen for the first time (RM only)."""
+    return initial_theta(self.spec, self.seed, self.config.rm_top_source)
 
   def input_type(self):
     """The client-placed input: a dataset, or a struct (data, val, seed, byzantine, theta)."""
@@ -216,7 +215,8 @@ class ClientTrainer:
   def _models(self) -> _Models:
     model = self.spec.model_fn()
     frozen = self.spec.model_fn() if self.uses_rm else None
-    matcher = _build_matcher(model, self.seed) if self.uses_rm else None
+    matcher = (matching.RepresentationMatcher(model, self.seed, self.config.rm_top_source)
+               if self.uses_rm else None)
     return _Models(model, frozen, matcher, self.spec.loss_fn(), self._velocity(model.trainable_variables))
 
   def _hparams(self, broadcast, seed):

@@ -27,6 +27,7 @@ AH_BASELINES = hparam_grid.BASELINES
 AGGREGATION_NORMS = ("sampled", "all")
 RM_CLIENT_STATES = ("persist", "reset")
 RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
+RM_TOP_SOURCES = ("logits", "softmax", "none")  # = matching.TOP_SOURCES
 
 _POSITIVE = lambda v: v > 0  # noqa: E731
 _NON_NEGATIVE = lambda v: v >= 0  # noqa: E731
@@ -66,6 +67,10 @@ class ClientConfig:
                              "How eq. 1's terms enter the model's loss: 'unit' = each layer's squared error "
                              "per unit (the weight does not grow with width), 'sum' = eq. 1 as printed.",
                              choices=RM_NORMALIZATIONS)
+  rm_top_source: str = option("logits", "rm_top_source",
+                              "What the top matching layer rebuilds a_{M-1} from: 'logits' (the top layer, "
+                              "seed 000 Fig. 2), 'softmax' (its softmax, bounded), 'none' (no top term).",
+                              choices=RM_TOP_SOURCES)
   rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
                               "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
   rm_theta_lr_follows: bool = option(False, "rm_theta_lr_follows",

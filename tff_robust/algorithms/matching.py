@@ -36,6 +36,9 @@ Design notes:
   ``sum`` is eq. 1 as printed. The matching layers θ always descend eq. 1's sum
   form with an optimizer of their own (see `client_work`): each f_j is a
   per-unit linear regression, whose natural scale does not depend on width.
+- The top term rebuilds a_{M-1} (100-1024 units) from the logits a_M (10 units): rank-limited
+  and fed by an unbounded source. ``top_source`` can feed it softmax(a_M) instead, or drop it
+  (README, *Representation matching*, has the measurement behind the choice).
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ SUPPORTED_LAYERS: tuple[str, ...] = tuple(t.__name__ for t in _SUPPORTED_TYPES)
 
 # How eq. 1's terms are weighted in the model's objective (see `normalized_matching_loss`).
 NORMALIZATIONS = ("unit", "sum")
+# What f_{M-1}, the top matching layer, rebuilds a_{M-1} from: the top layer a_M as printed
+# (``logits``), its softmax (bounded), or nothing (no top term).
+TOP_SOURCES = ("logits", "softmax", "none")
 
 # Activation functions that are not point-wise and so cannot be matched.
 _NON_POINTWISE = ("softmax", "log_softmax")
@@ -202,16 +208,26 @@ class RepresentationMatcher:
     num_activations: M + 1, the number of activations a_0..a_M.
   """
 
-  def __init__(self, model: tf.keras.Sequential, seed: int = 0):
+  def __init__(self, model: tf.keras.Sequential, seed: int = 0, top_source: str = "logits"):
+    """``top_source``: what f_{M-1} rebuilds a_{M-1} from (`TOP_SOURCES`): the top layer a_M
+    (``logits``, Fig. 2 as printed), softmax(a_M), whose units stay in [0, 1] however far a
+    large step moves the logits, or ``none``: no top term, eq. 1 runs over j < M-1."""
+    if top_source not in TOP_SOURCES:
+      raise ValueError(f"top_source={top_source!r}; valid: {', '.join(TOP_SOURCES)}")
     self._plan = _plan(model)
     self._seed = int(seed)
+    self.top_source = top_source
     plan = self._plan
     bounds = (-1,) + plan.act_after      # segment j covers layers bounds[j]+1 .. bounds[j+1]
     layers = _layers(model.layers)
     self._segments: list[list[matching_layers.ReversedLayer]] = []
     init_fns = []
     param_count = 0
-    for j in range(len(plan.act_after)):
+    num_terms = len(plan.act_after) - (top_source == "none")
+    if num_terms < 1:
+      raise ValueError(f"--rm_top_source=none leaves no term to match: model '{model.name}' has "
+                       "no point-wise non-linearity below its top layer; use logits or softmax")
+    for j in range(num_terms):
       ops = []
       for i in range(bounds[j + 1], bounds[j], -1):   # reverse order
         layer, in_shape, out_shape = layers[i], plan.shapes[i], plan.shapes[i + 1]
@@ -292,7 +308,8 @@ class RepresentationMatcher:
   @tf.autograph.experimental.do_not_convert
   def reconstructions(self, trainable_acts: Sequence[tf.Tensor],
                       argmaxes: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    """[f_0(a_1; θ_0), ..., f_{M-1}(a_M; θ_{M-1})] from the trainable model's activations."""
+    """[f_0(a_1; θ_0), ..., f_{M-1}(a_M; θ_{M-1})] from the trainable model's activations
+    (f_{M-1} of softmax(a_M), or no f_{M-1}, as ``top_source`` says)."""
     if len(trainable_acts) != self.num_activations:
       raise ValueError(f"trainable_acts has {len(trainable_acts)} tensors; expected "
                        f"{self.num_activations} (a_0..a_M from forward())")
@@ -301,8 +318,11 @@ class RepresentationMatcher:
           f"argmaxes has {len(argmaxes)} tensors; expected {len(self._plan.pool_layers)} "
           "(call forward() on the trainable model with record_argmax=True)")
     outs = []
+    top = len(trainable_acts) - 1
     for j, ops in enumerate(self._segments):
       h = trainable_acts[j + 1]
+      if j + 1 == top and self.top_source == "softmax":
+        h = tf.nn.softmax(h)
       for op in ops:
         h = op(h, argmaxes)
       outs.append(h)
@@ -310,9 +330,10 @@ class RepresentationMatcher:
 
   @property
   def term_units(self) -> tuple[int, ...]:
-    """Units of each target a_0, ..., a_{M-1}: the size of eq. 1's j-th term."""
+    """Units of each target a_0, ..., a_{M-1} (a_{M-2} without a top term): the size of eq. 1's
+    j-th term."""
     shapes = (self._plan.shapes[0],) + tuple(self._plan.shapes[i + 1] for i in self._plan.act_after)
-    return tuple(int(np.prod(s)) for s in shapes[:-1])
+    return tuple(int(np.prod(s)) for s in shapes[:len(self._segments)])
 
   @tf.autograph.experimental.do_not_convert
   def matching_terms(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
@@ -332,7 +353,7 @@ class RepresentationMatcher:
     recs = self.reconstructions(trainable_acts, argmaxes)
     batch = tf.cast(tf.shape(trainable_acts[0])[0], tf.float32)
     return [tf.reduce_sum(tf.math.squared_difference(rec, tf.stop_gradient(target))) / batch
-            for rec, target in zip(recs, frozen_acts[:-1])]
+            for rec, target in zip(recs, frozen_acts[:len(recs)])]
 
   def matching_loss(self, trainable_acts: Sequence[tf.Tensor], argmaxes: Sequence[tf.Tensor],
                     frozen_acts: Sequence[tf.Tensor]) -> tf.Tensor:

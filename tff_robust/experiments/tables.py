@@ -70,12 +70,12 @@ class Table:
 SEED000_METHODS = (
     ("FA", "fa", ("fa",)),
     ("FA+WD", "fa_wd", ("fa", "wd")),
-    ("FA+RM+AH", "fa_rm_ah", ("ah", "rm")),
+    ("FA+RM+AH", "fa_rm_ah", ("ah", "rm", "rm_ah")),
     ("FA+RM", "fa_rm", ("fa", "rm")),
     ("FA+AH", "fa_ah", ("ah",)),
 )
 SEED000_INGREDIENTS = {"fa": "seed000_fa.cfg", "wd": "seed000_fa_wd.cfg", "rm": "seed000_fa_rm.cfg",
-                       "ah": "seed000_fa_ah.cfg"}
+                       "ah": "seed000_fa_ah.cfg", "rm_ah": "seed000_fa_rm_ah.cfg"}
 # A task's refinement of one ingredient, applied after the method's files.
 SEED000_OVERLAYS = {("kws", "ah"): "seed000_kws_ah.cfg", ("cifar10", "ah"): "seed000_cifar10_ah.cfg"}
 SEED000_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))

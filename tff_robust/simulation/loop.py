@@ -240,6 +240,6 @@ def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
                                       server_val=server_val, total_examples=total)
   initial_theta = None
   if process.trainer.theta_in:
-    theta0 = client_work.initial_theta(spec, process_config.seed)
+    theta0 = process.trainer.initial_theta()
     initial_theta = lambda cid: theta0  # noqa: E731
   return TrainingLoop(process, task, loop_config, initial_theta_fn=initial_theta)

@@ -117,7 +117,7 @@ class Refiner:
     self._spec = spec
     local = trainer.local_trainer()
     model, loss = spec.model_fn(), spec.loss_fn()
-    self._theta0 = (client_work.initial_theta(spec, trainer.seed) if trainer.uses_rm else None)
+    self._theta0 = trainer.initial_theta() if trainer.uses_rm else None
 
     @tf.function
     def refine(broadcast, data, val, theta, seed, test):
