@@ -223,9 +223,8 @@ def test_fa_rm_trains_on_one_class_clients(tff_rt):
   assert acc > 0.8  # chance is about 1/3
 
 
-def _digits_one_class_run(rm_weight, rounds=20, normalize="unit"):
-  """FA(+RM) on sklearn's 8x8 digits split one class per client: final accuracy and the mean
-  client drift ‖w^i − w_t‖ over the rounds (the `client_drift` metric)."""
+def _digits_one_class():
+  """sklearn's 8x8 digits (x, y), a 64-32-10 ReLU net's spec, and one class per client."""
   from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
   x, y = load_digits(return_X_y=True)
   x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
@@ -236,9 +235,17 @@ def _digits_one_class_run(rm_weight, rounds=20, normalize="unit"):
 
   spec = client_work.ModelSpec(model_fn, toy.loss_fn, sparse_accuracy,
                                (tf.TensorSpec([64], tf.float32), tf.TensorSpec([], tf.int32)))
+  data = [tf.data.Dataset.from_tensor_slices((x[i], y[i])) for i in partition(y, 10, "one_class")]
+  return x, y, spec, data
+
+
+def _digits_one_class_run(rm_weight, rounds=20, normalize="unit"):
+  """FA(+RM) on sklearn's 8x8 digits split one class per client: final accuracy and the mean
+  client drift ‖w^i − w_t‖ over the rounds (the `client_drift` metric)."""
+  x, y, spec, data = _digits_one_class()
+  model_fn = spec.model_fn
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=20, batch_size=32, rm_weight=rm_weight,
                                           rm_normalize=normalize, er_h_min=0.5), seed=0)
-  data = [tf.data.Dataset.from_tensor_slices((x[i], y[i])) for i in partition(y, 10, "one_class")]
   if rm_weight > 0:  # θ kept per client across rounds (Algorithm 1, line 12)
     p = process.build_process(spec, cfg, rm_client_state="persist")
     thetas = [client_work.initial_theta(spec, 0)] * len(data)
@@ -280,18 +287,9 @@ def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_
   """sklearn's 8x8 digits, one class per client: ``warm_rounds`` rounds at lr 0.1 (θ kept per
   client), then one round at ``big_lr`` from that state. Returns the norm of that round's
   aggregated update and the loss it leaves on all digits."""
-  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
-  x, y = load_digits(return_X_y=True)
-  x, y = (x / 16.0).astype(np.float32), y.astype(np.int32)
-
-  def model_fn():
-    return tf.keras.Sequential([tf.keras.layers.Dense(32, activation="relu", input_shape=(64,)),
-                                tf.keras.layers.Dense(10)])
-
-  spec = client_work.ModelSpec(model_fn, toy.loss_fn, sparse_accuracy,
-                               (tf.TensorSpec([64], tf.float32), tf.TensorSpec([], tf.int32)))
+  x, y, spec, data = _digits_one_class()
+  model_fn = spec.model_fn
   theta = client_work.initial_theta(spec, 0, top_source) if rm_weight > 0 else None
-  data = [tf.data.Dataset.from_tensor_slices((x[i], y[i])) for i in partition(y, 10, "one_class")]
 
   def build(lr):
     cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32, rm_weight=rm_weight,
