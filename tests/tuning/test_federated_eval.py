@@ -10,6 +10,7 @@ from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.tuning import federated_eval
 
+from helpers.rm_by_hand import manual_rm_client
 from helpers.toy import SPEC, loss_fn, make_clients, manual_client_delta, model_fn
 
 
@@ -56,8 +57,9 @@ def test_pooled_metrics_weight_clients_by_examples():
   assert got["examples"] == 40
 
 
-def refine_by_hand(weights, clients, splits, lr, steps, batch):
-  """Each client: plain SGD from w on its training part, then CE/accuracy on its test part."""
+def refine_by_hand(weights, clients, splits, lr, steps, batch, local=None):
+  """Each client: plain SGD (or ``local(w0, x, y)``'s delta) from w on its training part, then
+  CE/accuracy on its test part."""
   loss_sum, correct, count = 0.0, 0.0, 0
   model = model_fn()
   for k in range(len(clients)):
@@ -66,7 +68,7 @@ def refine_by_hand(weights, clients, splits, lr, steps, batch):
     x = np.array([a for a, _ in train])
     y = np.array([b for _, b in train])
     w0 = [np.asarray(v) for v in weights.trainable]
-    delta = manual_client_delta(w0, x, y, lr, steps, batch)
+    delta = local(w0, x, y) if local else manual_client_delta(w0, x, y, lr, steps, batch)
     for v, w, d in zip(model.trainable_variables, w0, delta):
       v.assign(w + d)
     test = list(splits.test(cid).as_numpy_iterator())
@@ -90,6 +92,28 @@ def test_refine_is_local_sgd_then_test_metrics():
   assert got["accuracy"] == pytest.approx(acc)
   untuned = federated_eval.FederatedEvaluator(SPEC).pooled(weights, [splits.test("c0"), splits.test("c1")])
   assert got["loss"] < untuned["loss"]  # fine-tuning on the client's own data helps here
+
+
+def test_refine_trains_an_rm_client_as_eq2_by_hand():
+  """A study with --rm_weight > 0: refine's local training is eq. 2 with a fresh θ^i (its own
+  Adam), traced once for every client (θ's optimizer state is made with the models)."""
+  clients = make_clients(sizes=(40, 60), seed=4)
+  splits = federated_eval.ClientSplits(client_data(clients), test_every=4, val_every=5)
+  weights = process.initial_weights(model_fn, 1)
+  cfg = ClientConfig(lr=0.1, local_steps=5, batch_size=8, rm_weight=0.5)
+  trainer = client_work.ClientTrainer(SPEC, cfg, "num_examples", has_val=False, theta_in=False,
+                                      seed=3)
+  refiner = federated_eval.Refiner(trainer, batch_size=4)
+  got = refiner(weights, 0.1, 5, splits, ["c0", "c1"])
+  theta0 = trainer.initial_theta()
+  loss, acc = refine_by_hand(weights, clients, splits, 0.1, 5, 8,
+                             local=lambda w0, x, y: manual_rm_client(w0, theta0, x, y, cfg)[0])
+  plain, _ = refine_by_hand(weights, clients, splits, 0.1, 5, 8)
+  assert got["loss"] == pytest.approx(loss, rel=1e-4)
+  assert got["accuracy"] == pytest.approx(acc)
+  assert abs(loss - plain) > 1e-3  # the matching term changed the local training
+  again = refiner(weights, 0.1, 5, splits, ["c1", "c0"])  # same clients again: same tuned models
+  assert again["loss"] == pytest.approx(got["loss"], rel=1e-5)
 
 
 def test_refine_uses_the_most_likely_fedex_configuration():

@@ -96,12 +96,13 @@ class _Models(NamedTuple):
   matcher: Optional[matching.RepresentationMatcher]  # θ^i (RM only)
   loss_fn: tf.keras.losses.Loss
   velocity: list  # heavy-ball buffers (FedEx tunes momentum), else []
+  theta_slots: list  # θ's Adam state, a variable per leaf (RM only), else []
 
 
 class _ThetaOptimizer(NamedTuple):
   optimizer: Optional[tff.learning.optimizers.Optimizer]
   initial: object  # its state at the start of every round
-  slots: list  # variables holding the state's leaves
+  slots: list  # variables holding the state's leaves (made once, with the models)
 
 
 class _TrainSums(NamedTuple):
@@ -217,7 +218,12 @@ class ClientTrainer:
     frozen = self.spec.model_fn() if self.uses_rm else None
     matcher = (matching.RepresentationMatcher(model, self.seed, self.config.rm_top_source)
                if self.uses_rm else None)
-    return _Models(model, frozen, matcher, self.spec.loss_fn(), self._velocity(model.trainable_variables))
+    slots = []
+    if matcher is not None:  # made once here, so a traced client update creates no variable
+      initial = self._theta_optimizer(matcher, self.config.lr, []).initial
+      slots = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in tf.nest.flatten(initial)]
+    return _Models(model, frozen, matcher, self.spec.loss_fn(),
+                   self._velocity(model.trainable_variables), slots)
 
   def _hparams(self, broadcast, seed):
     """The client's SGD hyper-parameters as tensors: the round's lr and steps and the
@@ -237,9 +243,9 @@ class ClientTrainer:
         hp[name] = tf.cast(value, hp[name].dtype)
     return hp, index
 
-  def _theta_optimizer(self, matcher, client_lr) -> _ThetaOptimizer:
+  def _theta_optimizer(self, matcher, client_lr, slots: list) -> _ThetaOptimizer:
     """θ's own optimizer (Adam, lr ``rm_theta_lr``, or rm_theta_lr · η_t / client_lr when it
-    follows the round's ``client_lr``), its initial state, and variables holding the state's
+    follows the round's ``client_lr``), its initial state, and the ``slots`` holding the state's
     leaves (lr, betas, epsilon, step count, moments; all float32)."""
     if matcher is None:
       return _ThetaOptimizer(None, None, [])
@@ -247,7 +253,6 @@ class ClientTrainer:
     scale = tf.cast(client_lr, tf.float32) / cfg.lr if cfg.rm_theta_lr_follows else 1.0
     opt = tff.learning.optimizers.build_adam(learning_rate=cfg.rm_theta_lr * scale)
     initial = opt.initialize([tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta])
-    slots = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in tf.nest.flatten(initial)]
     return _ThetaOptimizer(opt, initial, slots)
 
   def _velocity(self, train_vars: list[tf.Variable]) -> list[tf.Variable]:
@@ -263,7 +268,7 @@ class ClientTrainer:
     model, matcher = models.model, models.matcher
     weights = broadcast["model"]
     hp, fedex_index = self._hparams(broadcast, inputs.seed)
-    theta_opt = self._theta_optimizer(matcher, hp["learning_rate"])
+    theta_opt = self._theta_optimizer(matcher, hp["learning_rate"], models.theta_slots)
 
     @tf.function
     def run(data, val, theta):

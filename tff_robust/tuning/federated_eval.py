@@ -115,9 +115,11 @@ class Refiner:
     spec = trainer.spec
     self._trainer = trainer
     self._spec = spec
+    # θ's initial values come from a private graph, and Keras invalidates the eager models made
+    # before a model is built in a graph: take them before building any model here.
+    self._theta0 = trainer.initial_theta() if trainer.uses_rm else None
     local = trainer.local_trainer()
     model, loss = spec.model_fn(), spec.loss_fn()
-    self._theta0 = trainer.initial_theta() if trainer.uses_rm else None
 
     @tf.function
     def refine(broadcast, data, val, theta, seed, test):
