@@ -94,6 +94,7 @@ def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_frac
       print(f"{lr:>6} {name:<11} {reward:>+8.4f} {float(m['update_norm']):>7.3f} "
             f"{float(m['client_drift']):>6.3f}  {terms}", flush=True)
 
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--seeds", default="0")
