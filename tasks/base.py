@@ -58,6 +58,8 @@ class Task:
       adaptive hyper-parameter policy; if ``None`` one is drawn from ``train``.
     num_classes: number of classes, for classification tasks.
     info: free-form description of the data source, for logs and the README.
+    data_manifest: what the data source says about itself (e.g. the espeak corpus's
+      ``corpus.json``), written to a run's ``data.json``; ``None`` when it says nothing.
   """
 
   name: str
@@ -69,6 +71,7 @@ class Task:
   validation: Optional[tf.data.Dataset] = None
   num_classes: Optional[int] = None
   info: str = ""
+  data_manifest: Optional[dict] = None
 
 
 @dataclasses.dataclass(frozen=True)

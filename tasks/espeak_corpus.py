@@ -1,21 +1,37 @@
-"""A small keyword-spotting corpus spoken by espeak-ng, in Speech Commands' folder layout.
+"""A keyword-spotting corpus spoken by espeak-ng at Speech Commands' scale, in its folder layout.
 
-Real (synthetic) speech for the ten Speech Commands keywords, written as
+Synthetic speech for the ten Speech Commands keywords, written as
 ``<OUT_DIR>/<word>/<speaker>_nohash_<n>.wav`` (16 kHz, mono, 16-bit PCM, exactly
-1 s), plus ``testing_list.txt`` / ``validation_list.txt`` naming the held-out
-speakers' files, as the real dataset does. ``tasks.speech_commands`` reads it
-with ``data_source='folder'``.
+1 s), read by ``tasks.speech_commands`` with ``--data_source=folder``.
 
-A *speaker* is an espeak-ng voice (an English accent), a voice variant (male
-``m1``..``m7`` or female ``f1``..``f5`` timbre), a base pitch and a base speed.
-Each of a speaker's ``repeats`` utterances of a word jitters pitch and speed a
-little and places the word at a random offset inside the 1 s clip over faint
-white noise. Everything is drawn from ``seed``: the same arguments give the same
-bytes.
+Scale (``SPEECH_COMMANDS_SCALE``, the defaults): 1,000 speakers x 3 repeats =
+3,000 clips a keyword, 2,400 of them for training (Speech Commands v0.01 has
+~2,400 a keyword, v0.02 ~3,800), 300 validation, 300 test; 30,000 files, 0.96 GB.
+
+A *speaker* is one of the 8 English accents of espeak-ng (``VOICES``), one of
+its 91 voice variants (``VARIANTS``: the timbres of Debian's ``espeak-ng-data``
+without the effect voices), a base pitch and a base speed. Each of a speaker's
+``repeats`` utterances of a word jitters pitch, speed and gain and places the
+word at a random offset inside the 1 s clip, over faint white noise (``noise``,
+0 for none).
+
+Split: whole speakers, by Speech Commands' own rule, the SHA-1 of the speaker id
+(`speech_commands.hash_split`: 10 % validation, 10 % test). The 8-hex-digit ids
+are drawn so that the rule puts exactly ``round(validation_fraction x speakers)``
+speakers in validation and ``round(test_fraction x speakers)`` in test (at least
+one each when the fraction is positive); ``testing_list.txt`` and
+``validation_list.txt`` list their files, and agree with the rule.
+
+Also written: ``speakers.tsv`` (each speaker's split, voice, variant, pitch,
+speed) and the manifest ``corpus.json`` (`VERSION`, every build parameter, the
+espeak-ng version, speakers and clips per split and keyword, and ``fingerprint``,
+the SHA-256 of the sorted ``<path> <sha256 of the file>`` lines of all clips).
+The corpus is built in a sibling folder and renamed into place when complete.
+Everything is drawn from ``seed``: the same arguments give the same bytes.
 
 Needs Debian's ``espeak-ng`` (``apt-get install -y espeak-ng``).
 
-Usage: ``python -m tff_robust.tasks.espeak_corpus OUT_DIR --speakers 24 [--repeats 2]``.
+Usage: ``python -m tff_robust.tasks.espeak_corpus OUT_DIR [--speakers 1000] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -26,32 +42,76 @@ import dataclasses
 import hashlib
 import io
 import itertools
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
-import tempfile
 import wave
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
+from tff_robust.tasks import speech_commands
+
+VERSION = 2
 WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
-# espeak-ng's own (non-mbrola) English voices: accents.
+# espeak-ng's own (non-mbrola) English voices: accents. ("en-gb" would ignore the variant.)
 VOICES = (
-    "en-gb", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan",
-    "en-gb-x-gbcwmd", "en-029", "en-us-nyc",
+    "en", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-029",
+    "en-us-nyc",
 )
-# espeak-ng voice variants: male and female timbres.
-VARIANTS = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5")
+# espeak-ng-data's voice variants (voices/!v), without effects (Demonic, UniRobot, anikaRobot,
+# announcer, whisper, whisperf), the test voice 'fast', 'Mr serious' (a space in the name) and
+# caleb / klatt6 (they speak exactly as klatt).
+VARIANTS = (
+    "adam", "Alex", "Alicia", "Andrea", "Andy", "anika", "Annie", "antonio", "AnxiousAndy",
+    "aunty", "belinda", "benjamin", "boris", "croak", "david", "Denis", "Diogo", "ed", "edward",
+    "edward2", "f1", "f2", "f3", "f4", "f5", "Gene", "Gene2", "grandma", "grandpa", "gustave",
+    "Henrique", "Hugo", "iven", "iven2", "iven3", "iven4", "Jacky", "john", "kaukovalta", "klatt",
+    "klatt2", "klatt3", "klatt4", "klatt5", "Lee", "linda", "m1", "m2", "m3", "m4", "m5", "m6",
+    "m7", "m8", "marcelo", "Marco", "Mario", "max", "Michael", "michel", "miguel", "Mike",
+    "Nguyen", "norbert", "pablo", "paul", "pedro", "quincy", "RicishayMax", "RicishayMax2",
+    "RicishayMax3", "rob", "robert", "robosoft", "robosoft2", "robosoft3", "robosoft4",
+    "robosoft5", "robosoft6", "robosoft7", "robosoft8", "sandro", "shelby", "steph", "steph2",
+    "steph3", "Storm", "travis", "Tweaky", "victor", "zac",
+)
 PITCH_RANGE = (25, 75)  # espeak-ng -p (0..99, default 50): a speaker's base pitch.
 SPEED_RANGE = (130, 200)  # espeak-ng -s, words per minute (default 175).
 PITCH_JITTER = 6  # per-utterance +- pitch change.
 SPEED_JITTER = 12  # per-utterance +- speed change.
-SAMPLE_RATE = 16000
+GAIN_RANGE = (0.3, 0.9)  # per-utterance peak amplitude (full scale = 1).
+NOISE = 0.003  # standard deviation of the white background noise.
+SAMPLE_RATE = speech_commands.SAMPLE_RATE
 CLIP_SAMPLES = SAMPLE_RATE  # 1 s.
 ESPEAK_RATE = 22050  # espeak-ng's output sample rate.
+SPEAKERS_FILE = "speakers.tsv"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  """How many speakers and utterances a corpus has, and the shares of held-out speakers."""
+
+  num_speakers: int
+  repeats: int
+  test_fraction: float
+  validation_fraction: float
+
+  def split_speakers(self) -> dict[str, int]:
+    """Speakers per split: a positive fraction holds out at least one speaker."""
+    held = lambda f: max(1, int(round(f * self.num_speakers))) if f > 0 else 0
+    test, val = held(self.test_fraction), held(self.validation_fraction)
+    return {"train": self.num_speakers - test - val, "validation": val, "test": test}
+
+  def train_clips_per_keyword(self) -> int:
+    return self.split_speakers()["train"] * self.repeats
+
+
+# The defaults: Speech Commands' size (2,400 training clips a keyword) and split (10 % / 10 %).
+SPEECH_COMMANDS_SCALE = Scale(num_speakers=1000, repeats=3, test_fraction=0.1,
+                              validation_fraction=0.1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +123,7 @@ class Speaker:
   variant: str
   pitch: int
   speed: int
+  split: str = "train"
 
 
 def espeak_binary() -> Optional[str]:
@@ -70,42 +131,63 @@ def espeak_binary() -> Optional[str]:
   return shutil.which("espeak-ng")
 
 
-def make_speakers(num_speakers: int, seed: int = 0) -> list[Speaker]:
+def split_of(speaker_id: str) -> str:
+  """Speech Commands' split of a speaker (`speech_commands.hash_split`, 10 % / 10 %)."""
+  return speech_commands.hash_split(f"{speaker_id}_nohash_0.wav")
+
+
+def make_speakers(num_speakers: int, seed: int = 0, num_validation: int = 0,
+                  num_test: int = 0) -> list[Speaker]:
   """Draws ``num_speakers`` distinct speakers (voice x variant, pitch, speed) from ``seed``.
 
   Voice/variant pairs are visited in a seeded random order without repetition
-  (96 pairs) and cycled beyond that; pitch and speed are uniform integers.
+  (728 pairs) and cycled beyond that; pitch and speed are uniform integers. A
+  seeded choice of ``num_test`` and ``num_validation`` speakers is held out, and
+  every id is drawn (SHA-1 of the speaker's draw and an attempt number) until
+  `split_of` puts it in its speaker's split.
   """
   if num_speakers < 1:
     raise ValueError(f"num_speakers must be >= 1, got {num_speakers}.")
   rng = np.random.default_rng(seed)
   pairs = list(itertools.product(VOICES, VARIANTS))
   order = rng.permutation(len(pairs))
-  speakers = []
+  draws = []
   for k in range(num_speakers):
     voice, variant = pairs[order[k % len(pairs)]]
     pitch = int(rng.integers(PITCH_RANGE[0], PITCH_RANGE[1] + 1))
     speed = int(rng.integers(SPEED_RANGE[0], SPEED_RANGE[1] + 1))
-    key = f"{seed}:{k}:{voice}+{variant}:p{pitch}:s{speed}".encode()
-    speakers.append(Speaker(hashlib.sha1(key).hexdigest()[:8], voice, variant, pitch, speed))
+    draws.append((voice, variant, pitch, speed))
+  splits = ["train"] * num_speakers
+  held = np.random.default_rng(seed + 1).permutation(num_speakers)
+  for i in held[:num_test]:
+    splits[i] = "test"
+  for i in held[num_test:num_test + num_validation]:
+    splits[i] = "validation"
+  speakers, used = [], set()
+  for k, ((voice, variant, pitch, speed), split) in enumerate(zip(draws, splits)):
+    for attempt in itertools.count():
+      key = f"{seed}:{k}:{voice}+{variant}:p{pitch}:s{speed}:{attempt}".encode()
+      speaker_id = hashlib.sha1(key).hexdigest()[:8]
+      if speaker_id not in used and split_of(speaker_id) == split:
+        break
+    used.add(speaker_id)
+    speakers.append(Speaker(speaker_id, voice, variant, pitch, speed, split))
   return speakers
 
 
 def _espeak_wav(word: str, voice: str, pitch: int, speed: int, binary: str) -> np.ndarray:
   """Runs espeak-ng and returns its float waveform in [-1, 1] at ``ESPEAK_RATE``."""
-  with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "w.wav")
-    subprocess.run(
-        [binary, "-v", voice, "-p", str(pitch), "-s", str(speed), "-w", path, word],
-        check=True, capture_output=True)
-    with wave.open(path, "rb") as f:
-      if f.getnchannels() != 1 or f.getsampwidth() != 2:
-        raise RuntimeError(f"espeak-ng wrote an unexpected WAV format to {path}.")
-      rate = f.getframerate()
-      audio = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
-  if rate != ESPEAK_RATE:
-    raise RuntimeError(f"espeak-ng wrote {rate} Hz audio, expected {ESPEAK_RATE} Hz.")
-  return audio.astype(np.float64) / 32768.0
+  out = subprocess.run(
+      [binary, "-v", voice, "-p", str(pitch), "-s", str(speed), "--stdout", word],
+      check=True, capture_output=True).stdout
+  if len(out) < 44 or out[:4] != b"RIFF" or out[8:16] != b"WAVEfmt " or out[36:40] != b"data":
+    raise RuntimeError(f"espeak-ng -v {voice} wrote no WAV data for {word!r}.")
+  _, channels, rate, _, _, bits = struct.unpack_from("<HHIIHH", out, 20)
+  if (channels, rate, bits) != (1, ESPEAK_RATE, 16):
+    raise RuntimeError(f"espeak-ng wrote {channels} channel(s), {rate} Hz, {bits} bits; "
+                       f"expected mono {ESPEAK_RATE} Hz 16-bit.")
+  data = out[44:len(out) - len(out) % 2]
+  return np.frombuffer(data, dtype="<i2").astype(np.float64) / 32768.0
 
 
 def resample(audio: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
@@ -122,7 +204,7 @@ def resample(audio: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
 
 def _trim(audio: np.ndarray, threshold: float = 0.02) -> np.ndarray:
   """Drops leading and trailing samples quieter than ``threshold`` x peak."""
-  loud = np.flatnonzero(np.abs(audio) > threshold * np.max(np.abs(audio)))
+  loud = np.flatnonzero(np.abs(audio) > threshold * np.max(np.abs(audio), initial=0.0))
   if loud.size == 0:
     return audio
   return audio[loud[0]:loud[-1] + 1]
@@ -137,115 +219,173 @@ def _utterance(word: str, speaker: Speaker, n: int, seed: int, noise: float,
   speed = int(max(80, speaker.speed + rng.integers(-SPEED_JITTER, SPEED_JITTER + 1)))
   audio = _espeak_wav(word, f"{speaker.voice}+{speaker.variant}", pitch, speed, binary)
   audio = resample(_trim(audio), ESPEAK_RATE, SAMPLE_RATE)
-  audio *= rng.uniform(0.3, 0.9) / max(np.max(np.abs(audio)), 1e-9)
+  audio *= rng.uniform(*GAIN_RANGE) / max(np.max(np.abs(audio)), 1e-9)
   if len(audio) > CLIP_SAMPLES:  # centre crop
     start = (len(audio) - CLIP_SAMPLES) // 2
     audio = audio[start:start + CLIP_SAMPLES]
-  clip = rng.normal(0.0, noise, CLIP_SAMPLES)
+  clip = rng.normal(0.0, noise, CLIP_SAMPLES) if noise > 0 else np.zeros(CLIP_SAMPLES)
   offset = int(rng.integers(0, CLIP_SAMPLES - len(audio) + 1))
   clip[offset:offset + len(audio)] += audio
   return np.round(np.clip(clip, -1.0, 32767 / 32768) * 32768).astype("<i2")
 
 
-def write_wav(path: str, samples: np.ndarray, rate: int = SAMPLE_RATE) -> None:
-  """Writes int16 mono samples as a PCM WAV file."""
+def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:
+  """Int16 mono samples as the bytes of a PCM WAV file."""
   buf = io.BytesIO()
   with wave.open(buf, "wb") as f:
     f.setnchannels(1)
     f.setsampwidth(2)
     f.setframerate(rate)
     f.writeframes(np.asarray(samples, dtype="<i2").tobytes())
-  with open(path, "wb") as f:
-    f.write(buf.getvalue())
+  return buf.getvalue()
+
+
+def espeak_version(binary: str) -> str:
+  """espeak-ng's version line without its data path, e.g. 'eSpeak NG text-to-speech: 1.51'."""
+  out = subprocess.run([binary, "--version"], check=True, capture_output=True, text=True).stdout
+  return out.split("Data at:")[0].strip()
+
+
+def fingerprint(digests: dict[str, str]) -> str:
+  """SHA-256 of the sorted ``<relative path> <sha256 of the file>`` lines."""
+  return hashlib.sha256("".join(f"{rel} {digests[rel]}\n" for rel in sorted(digests)).encode()
+                        ).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
 class CorpusInfo:
-  """What ``build_corpus`` wrote: speakers per split and the number of clips."""
+  """What ``build_corpus`` wrote: speakers per split, the number of clips and the manifest."""
 
   out_dir: str
   train_speakers: tuple[Speaker, ...]
   validation_speakers: tuple[Speaker, ...]
   test_speakers: tuple[Speaker, ...]
   num_files: int
+  manifest: dict[str, Any]
+
+
+def _manifest(parameters: dict[str, Any], speakers: Sequence[Speaker], words: Sequence[str],
+              digests: dict[str, str], num_bytes: int, binary: str) -> dict[str, Any]:
+  splits = ("train", "validation", "test")
+  split = {s.speaker_id: s.split for s in speakers}
+  per_word = {name: {w: 0 for w in words} for name in splits}
+  for rel in digests:
+    per_word[split[speech_commands.speaker_of(rel)]][rel.split("/")[0]] += 1
+  return {
+      "builder": "tff_robust.tasks.espeak_corpus", "version": VERSION,
+      "espeak_ng": espeak_version(binary), "parameters": parameters,
+      "split_rule": "speech_commands.hash_split: SHA-1 of the speaker id, 10 % validation, 10 % test",
+      "speakers": {name: sum(s.split == name for s in speakers) for name in splits},
+      "clips": {name: sum(per_word[name].values()) for name in splits},
+      "clips_per_keyword": per_word,
+      "files": len(digests), "bytes": num_bytes, "fingerprint": fingerprint(digests),
+  }
 
 
 def build_corpus(
     out_dir: str,
-    num_speakers: int = 24,
-    repeats: int = 2,
+    num_speakers: int = SPEECH_COMMANDS_SCALE.num_speakers,
+    repeats: int = SPEECH_COMMANDS_SCALE.repeats,
     *,
-    test_fraction: float = 0.25,
-    validation_fraction: float = 0.0,
-    noise: float = 0.003,
+    test_fraction: float = SPEECH_COMMANDS_SCALE.test_fraction,
+    validation_fraction: float = SPEECH_COMMANDS_SCALE.validation_fraction,
+    noise: float = NOISE,
     seed: int = 0,
     words: Sequence[str] = WORDS,
     workers: Optional[int] = None,
 ) -> CorpusInfo:
-  """Writes the corpus to ``out_dir`` (Speech Commands layout) and returns what it wrote.
+  """Writes the corpus to ``out_dir`` (absent or empty) and returns what it wrote.
 
   Args:
-    out_dir: output folder; ``<word>/<speaker>_nohash_<n>.wav`` files and the
-      ``testing_list.txt`` / ``validation_list.txt`` split files go here.
+    out_dir: output folder: ``<word>/<speaker>_nohash_<n>.wav`` files, ``testing_list.txt``,
+      ``validation_list.txt``, ``speakers.tsv`` and ``corpus.json``.
     num_speakers: number of synthetic speakers (see `make_speakers`).
     repeats: utterances per speaker and word (``n`` in the file name).
-    test_fraction: fraction of speakers (at least one) held out in ``testing_list.txt``.
-    validation_fraction: fraction of speakers listed in ``validation_list.txt``.
-    noise: standard deviation of the white background noise (full scale = 1).
+    test_fraction: share of speakers held out for test (at least one if positive).
+    validation_fraction: share of speakers held out for validation (at least one if positive).
+    noise: standard deviation of the white background noise (full scale = 1; 0 = none).
     seed: seed for speakers, jitter, offsets and noise.
     words: the words to speak.
-    workers: parallel espeak-ng processes (default: number of CPUs).
+    workers: parallel espeak-ng processes (default: number of CPUs); does not change the output.
   """
   binary = espeak_binary()
   if binary is None:
     raise FileNotFoundError(
         "espeak-ng is not installed; install it with `apt-get install -y espeak-ng`.")
-  if repeats < 1:
-    raise ValueError(f"repeats must be >= 1, got {repeats}.")
-  if not 0.0 <= test_fraction < 1.0 or not 0.0 <= validation_fraction < 1.0:
+  if (repeats < 1 or not 0.0 <= test_fraction < 1.0 or not 0.0 <= validation_fraction < 1.0
+      or noise < 0):
     raise ValueError(
-        f"test_fraction and validation_fraction must be in [0, 1), got "
-        f"{test_fraction} and {validation_fraction}.")
-  speakers = make_speakers(num_speakers, seed)
-  num_test = max(1, int(round(test_fraction * num_speakers))) if test_fraction else 0
-  num_val = int(round(validation_fraction * num_speakers))
-  if num_test + num_val >= num_speakers:
+        f"repeats must be >= 1, test_fraction and validation_fraction in [0, 1) and noise >= 0, "
+        f"got {repeats}, {test_fraction}, {validation_fraction} and {noise}.")
+  counts = Scale(num_speakers, repeats, test_fraction, validation_fraction).split_speakers()
+  if counts["train"] < 1:
     raise ValueError(
         f"num_speakers={num_speakers} leaves no training speaker with "
         f"test_fraction={test_fraction}, validation_fraction={validation_fraction}.")
-  order = np.random.default_rng(seed + 1).permutation(num_speakers)
-  test = [speakers[i] for i in sorted(order[:num_test])]
-  val = [speakers[i] for i in sorted(order[num_test:num_test + num_val])]
-  train = [s for s in speakers if s not in test and s not in val]
-
-  jobs = [(w, s, n) for w in words for s in speakers for n in range(repeats)]
-  for w in words:
-    os.makedirs(os.path.join(out_dir, w), exist_ok=True)
+  if os.path.isdir(out_dir) and os.listdir(out_dir):
+    raise FileExistsError(f"{out_dir} is not empty; remove it or choose another folder.")
+  speakers = make_speakers(num_speakers, seed, counts["validation"], counts["test"])
+  parameters = {
+      "num_speakers": num_speakers, "repeats": repeats, "test_fraction": test_fraction,
+      "validation_fraction": validation_fraction, "noise": noise, "seed": seed,
+      "words": list(words), "voices": list(VOICES), "variants": list(VARIANTS),
+      "pitch_range": list(PITCH_RANGE), "speed_range": list(SPEED_RANGE),
+      "pitch_jitter": PITCH_JITTER, "speed_jitter": SPEED_JITTER, "gain_range": list(GAIN_RANGE),
+      "sample_rate": SAMPLE_RATE, "clip_samples": CLIP_SAMPLES,
+  }
+  tmp = f"{os.path.abspath(out_dir).rstrip(os.sep)}.partial-{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
 
   def run(job):
     w, s, n = job
     rel = f"{w}/{s.speaker_id}_nohash_{n}.wav"
-    write_wav(os.path.join(out_dir, rel), _utterance(w, s, n, seed, noise, binary))
-    return rel
+    data = wav_bytes(_utterance(w, s, n, seed, noise, binary))
+    with open(os.path.join(tmp, rel), "wb") as f:
+      f.write(data)
+    return rel, hashlib.sha256(data).hexdigest(), len(data)
 
-  with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-    rels = list(pool.map(run, jobs))
-  for name, held in (("testing_list.txt", test), ("validation_list.txt", val)):
-    ids = {s.speaker_id for s in held}
-    with open(os.path.join(out_dir, name), "w") as f:
-      f.writelines(r + "\n" for r in rels if r.split("/")[1].split("_nohash_")[0] in ids)
-  return CorpusInfo(out_dir, tuple(train), tuple(val), tuple(test), len(rels))
+  try:
+    for w in words:
+      os.makedirs(os.path.join(tmp, w))
+    jobs = [(w, s, n) for w in words for s in speakers for n in range(repeats)]
+    with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+      written = list(pool.map(run, jobs))
+    split = {s.speaker_id: s.split for s in speakers}
+    for name, held in ((speech_commands.TESTING_LIST, "test"),
+                       (speech_commands.VALIDATION_LIST, "validation")):
+      with open(os.path.join(tmp, name), "w") as f:
+        f.writelines(rel + "\n" for rel, _, _ in written
+                     if split[speech_commands.speaker_of(rel)] == held)
+    with open(os.path.join(tmp, SPEAKERS_FILE), "w") as f:
+      f.write("speaker\tsplit\tvoice\tvariant\tpitch\tspeed\n")
+      f.writelines(f"{s.speaker_id}\t{s.split}\t{s.voice}\t{s.variant}\t{s.pitch}\t{s.speed}\n"
+                   for s in speakers)
+    manifest = _manifest(parameters, speakers, words, {r: d for r, d, _ in written},
+                         sum(n for _, _, n in written), binary)
+    with open(os.path.join(tmp, speech_commands.MANIFEST), "w") as f:
+      json.dump(manifest, f, indent=1, sort_keys=True)
+      f.write("\n")
+    if os.path.isdir(out_dir):
+      os.rmdir(out_dir)
+    os.rename(tmp, out_dir)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  by_split = lambda name: tuple(s for s in speakers if s.split == name)
+  return CorpusInfo(out_dir, by_split("train"), by_split("validation"), by_split("test"),
+                    len(written), manifest)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+  scale = SPEECH_COMMANDS_SCALE
   parser = argparse.ArgumentParser(
       prog="python -m tff_robust.tasks.espeak_corpus", description=__doc__.split("\n")[0])
-  parser.add_argument("out_dir")
-  parser.add_argument("--speakers", type=int, default=24)
-  parser.add_argument("--repeats", type=int, default=2)
-  parser.add_argument("--test_fraction", type=float, default=0.25)
-  parser.add_argument("--validation_fraction", type=float, default=0.0)
-  parser.add_argument("--noise", type=float, default=0.003)
+  parser.add_argument("out_dir", help="the corpus folder (absent or empty)")
+  parser.add_argument("--speakers", type=int, default=scale.num_speakers)
+  parser.add_argument("--repeats", type=int, default=scale.repeats)
+  parser.add_argument("--test_fraction", type=float, default=scale.test_fraction)
+  parser.add_argument("--validation_fraction", type=float, default=scale.validation_fraction)
+  parser.add_argument("--noise", type=float, default=NOISE, help="white noise std (0 = none)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--workers", type=int, default=None)
   args = parser.parse_args(argv)
@@ -253,12 +393,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       args.out_dir, args.speakers, args.repeats, test_fraction=args.test_fraction,
       validation_fraction=args.validation_fraction, noise=args.noise, seed=args.seed,
       workers=args.workers)
+  m = info.manifest
   print(f"wrote {info.num_files} clips to {info.out_dir}: {len(info.train_speakers)} train, "
         f"{len(info.validation_speakers)} validation, {len(info.test_speakers)} test speakers")
-  for split, group in (("train", info.train_speakers), ("validation", info.validation_speakers),
-                       ("test", info.test_speakers)):
-    for s in group:
-      print(f"  {split:10s} {s.speaker_id} {s.voice}+{s.variant} pitch={s.pitch} speed={s.speed}")
+  print("clips a keyword: " + ", ".join(f"{m['clips'][s] // max(len(WORDS), 1)} {s}"
+                                         for s in ("train", "validation", "test")))
+  print(f"{m['bytes'] / 1e6:.1f} MB, fingerprint {m['fingerprint']}; speakers in "
+        f"{os.path.join(info.out_dir, SPEAKERS_FILE)}")
   return 0
 
 

@@ -8,7 +8,7 @@ Data sources:
 * ``folder`` (default): a local folder in the Speech Commands layout,
   ``<data_dir>/<word>/<speaker>_nohash_<n>.wav`` (16 kHz mono PCM), e.g. the
   extracted ``speech_commands_v0.02.tar.gz`` or a corpus made offline by
-  ``python -m tff_robust.tasks.espeak_corpus DIR --speakers N``. Other folders (other words,
+  ``python -m tff_robust.tasks.espeak_corpus DIR`` (see there). Other folders (other words,
   ``_background_noise_``) are ignored. Split: if ``testing_list.txt`` or
   ``validation_list.txt`` exist (both datasets ship them) they name the test and
   validation files (paths relative to the folder); otherwise the dataset's own
@@ -42,6 +42,14 @@ Input: a 32x32x1 float32 log-mel spectrogram of the clip (time x mel):
 Features are computed once when the task is built and held as float16
 (2 KiB per clip); the client datasets cast them to float32.
 
+A folder with a manifest ``corpus.json`` (``MANIFEST``, written by
+``tasks.espeak_corpus``) is summarised in the task's ``info`` (builder version,
+speakers x repeats, fingerprint) and handed on as ``Task.data_manifest`` (a
+run writes it to ``data.json``). Its features are cached in
+``<data_dir>/.features_<key>.npz``, where the key hashes the corpus fingerprint,
+the feature parameters above, tensorflow-io's version and the split's file list;
+a cache whose key differs is ignored (and a new one written, atomically).
+
 Model ``cnn``: seed 000's KWS network, four 3x3 'same' conv layers with 64 maps
 (relu) with 2x2 max pooling after each pair, then Dense 1024 relu and Dense 10
 logits (4,317,002 parameters).
@@ -50,6 +58,7 @@ logits (4,317,002 parameters).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import numpy as np
@@ -84,6 +93,7 @@ TEST_PERCENT = 10.0
 _MAX_NUM_WAVS_PER_CLASS = 2**27 - 1  # Speech Commands' split-hash modulus - 1.
 TESTING_LIST = "testing_list.txt"
 VALIDATION_LIST = "validation_list.txt"
+MANIFEST = "corpus.json"  # written by tasks.espeak_corpus
 _TFDS_DEFAULT_DIR = os.path.join("~", "tensorflow_datasets")
 _SPLITS = ("train", "validation", "test")
 
@@ -198,16 +208,86 @@ def _decode_wav(path: tf.Tensor) -> tf.Tensor:
     return tf.identity(audio[:, 0])
 
 
-def load_folder(folder: str) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-  """Features of a Speech Commands folder: split -> ``(x float16 [n,32,32,1], y int32, speakers)``."""
+def read_manifest(folder: str) -> dict | None:
+  """The folder's ``corpus.json`` (see `tasks.espeak_corpus`), or None when it has none."""
+  path = os.path.join(folder, MANIFEST)
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def corpus_summary(manifest: dict) -> str:
+  """E.g. ``espeak corpus v2 (1000 speakers x 3 repeats, fingerprint 0123abcd)``."""
+  params = manifest.get("parameters", {})
+  return (f"espeak corpus v{manifest.get('version', '?')} ({params.get('num_speakers', '?')} "
+          f"speakers x {params.get('repeats', '?')} repeats, fingerprint "
+          f"{str(manifest.get('fingerprint', '?'))[:8]})")
+
+
+def feature_key(fingerprint: str, clips: dict[str, list[tuple[str, int, str]]]) -> str:
+  """SHA-256 naming the features of a corpus: its fingerprint, the feature parameters, the split."""
+  params = [SAMPLE_RATE, CLIP_SAMPLES, FRAME_LENGTH, FRAME_STEP, FFT_LENGTH, NUM_MELS, MEL_FMIN,
+            MEL_FMAX, LOG_OFFSET, list(KEYWORDS), tfio.__version__]
+  lists = {split: [[rel, label] for rel, label, _ in items] for split, items in sorted(clips.items())}
+  text = json.dumps({"fingerprint": fingerprint, "features": params, "clips": lists}, sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def feature_cache_path(folder: str, key: str) -> str:
+  return os.path.join(folder, f".features_{key[:16]}.npz")
+
+
+def _read_cache(path: str, key: str) -> dict | None:
+  """The cached features at ``path`` if it holds ``key``; None otherwise."""
+  try:
+    with np.load(path, allow_pickle=False) as z:
+      if str(z["key"]) != key:
+        return None
+      return {s: (z[f"{s}_x"], z[f"{s}_y"], z[f"{s}_speakers"]) for s in _SPLITS}
+  except (OSError, KeyError, ValueError):
+    return None
+
+
+def _write_cache(path: str, key: str, data: dict) -> None:
+  """Writes the features atomically (a temporary file renamed); a read-only folder is skipped."""
+  arrays = {"key": np.array(key)}
+  for s, (x, y, speakers) in data.items():
+    arrays.update({f"{s}_x": x, f"{s}_y": y, f"{s}_speakers": speakers})
+  tmp = f"{path}.tmp-{os.getpid()}"
+  try:
+    with open(tmp, "wb") as f:
+      np.savez(f, **arrays)
+    os.replace(tmp, path)
+  except OSError:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def load_folder(folder: str, cache: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+  """Features of a Speech Commands folder: split -> ``(x float16 [n,32,32,1], y int32, speakers)``.
+
+  With ``cache`` and a manifest in the folder, features come from (or go to) the feature cache.
+  """
+  clips = scan_folder(folder)
+  manifest = read_manifest(folder) if cache else None
+  path = key = None
+  if manifest and manifest.get("fingerprint"):
+    key = feature_key(str(manifest["fingerprint"]), clips)
+    path = feature_cache_path(folder, key)
+    cached = _read_cache(path, key)
+    if cached is not None:
+      return cached
   out = {}
-  for split, items in scan_folder(folder).items():
+  for split, items in clips.items():
     paths = tf.constant([os.path.join(folder, rel) for rel, _, _ in items] or [""], tf.string)
     labels = tf.constant([label for _, label, _ in items] or [0], tf.int32)
     examples = tf.data.Dataset.from_tensor_slices((paths, labels)).take(len(items))
     x, y = _features(examples.map(lambda p, y: (_decode_wav(p), y),
                                   num_parallel_calls=tf.data.AUTOTUNE))
     out[split] = (x, y, np.array([speaker for _, _, speaker in items], dtype=str))
+  if path:
+    _write_cache(path, key, out)
   return out
 
 
@@ -261,6 +341,7 @@ def _to_float(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 def build_task(options: TaskOptions) -> Task:
   """Builds the KWS task: clients from the chosen partition, pooled test (and validation) clips."""
   options = tasks.resolve_options(NAME, options)
+  manifest = None
   if options.data_source == "folder":
     if not options.data_dir:
       raise DataMissingError(
@@ -268,6 +349,7 @@ def build_task(options: TaskOptions) -> Task:
           "extract speech_commands_v0.02.tar.gz there, or build an offline corpus with "
           "`python -m tff_robust.tasks.espeak_corpus DIR --speakers 24` (needs espeak-ng).")
     data = load_folder(options.data_dir)
+    manifest = read_manifest(options.data_dir)
   else:
     data = load_tfds(options.data_dir)
   x_train, y_train, speakers = data["train"]
@@ -296,4 +378,6 @@ def build_task(options: TaskOptions) -> Task:
       info=(f"Speech Commands keywords via {options.data_source}"
             f"{' ' + options.data_dir if options.data_dir else ''}: {y_train.size} train clips "
             f"{options.partition} over {len(parts)} clients (seed {options.seed}), {y_val.size} "
-            f"validation, {y_test.size} test; 32x32 log-mel input; model cnn."))
+            f"validation, {y_test.size} test"
+            f"{'; ' + corpus_summary(manifest) if manifest else ''}; 32x32 log-mel input; model cnn."),
+      data_manifest=manifest)

@@ -50,11 +50,12 @@ def tff_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def kws_corpus(tmp_path_factory):
-  """The espeak-ng keyword corpus (24 speakers x 10 words x 2), built once per session."""
+  """The espeak-ng keyword corpus (24 speakers x 10 words x 2; 6 test speakers, no validation),
+  built once per session."""
   if espeak_corpus.espeak_binary() is None:
     pytest.skip("espeak-ng is not installed (apt-get install -y espeak-ng)")
   d = str(tmp_path_factory.mktemp("kws"))
-  info = data_makers_more.make_espeak_folder(d, num_speakers=24, repeats=2, seed=0)
+  info = espeak_corpus.build_corpus(d, 24, 2, test_fraction=0.25, validation_fraction=0.0, seed=0)
   return d, info
 
 
@@ -428,7 +429,8 @@ def test_make_speakers_deterministic_and_distinct():
 def test_espeak_corpus_is_deterministic(tmp_path):
   dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
   for d in dirs:
-    espeak_corpus.build_corpus(d, num_speakers=2, repeats=1, words=("yes", "go"), test_fraction=0.5)
+    espeak_corpus.build_corpus(d, num_speakers=2, repeats=1, words=("yes", "go"), test_fraction=0.5,
+                               validation_fraction=0.0)
   for rel in ("yes", "go"):
     names = sorted(os.listdir(os.path.join(dirs[0], rel)))
     assert names == sorted(os.listdir(os.path.join(dirs[1], rel))) and len(names) == 2
