@@ -10,6 +10,7 @@ chose the directory) or picks a fresh sibling whose name ends in a hash of the c
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
@@ -18,6 +19,7 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 RECORD = "hparams.cfg"
+DATA_MANIFEST = "data.json"
 NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
                                "rounds_per_checkpoint"})
 
@@ -117,3 +119,13 @@ def write_record(run_dir: str, f=FLAGS) -> None:
   with open(tmp, "w") as fh:
     fh.write(f.flags_into_string())
   os.replace(tmp, os.path.join(run_dir, RECORD))
+
+
+def write_data_manifest(run_dir: str, manifest: Optional[dict[str, Any]]) -> None:
+  """Writes the task's data manifest (`Task.data_manifest`) to ``run_dir/data.json``; None: nothing."""
+  if manifest is None:
+    return
+  tmp = os.path.join(run_dir, DATA_MANIFEST + ".tmp")
+  with open(tmp, "w") as fh:
+    json.dump(manifest, fh, indent=1, sort_keys=True)
+  os.replace(tmp, os.path.join(run_dir, DATA_MANIFEST))

@@ -55,6 +55,7 @@ def main(argv: list[str]) -> None:
   except run_lock.RunDirBusyError as e:
     cli.fail(str(e), run_lock.EXIT_BUSY)
   record.write_record(out)
+  record.write_data_manifest(out, task.data_manifest)
   num_clients = len(task.train.client_ids)
   per_round = selection.num_sampled(num_clients, config.loop.clients_per_round,
                                    config.loop.client_fraction)

@@ -11,6 +11,7 @@ from absl import flags
 
 from tff_robust.common import run_lock
 from tff_robust.flags import definitions
+from tff_robust.flags import record
 
 from helpers import data_makers
 from helpers.flag_parse import parse
@@ -110,6 +111,29 @@ def test_busy_run_directory_fails_fast(tmp_path):
   assert proc.returncode == run_lock.EXIT_BUSY, proc.stderr[-2000:]
   assert f"{exp} is in use by another process (pid {os.getpid()})" in proc.stderr
   assert os.listdir(exp) == [run_lock.LOCK_FILE]
+
+
+def test_data_manifest_written_only_when_the_task_has_one(tmp_path):
+  record.write_data_manifest(str(tmp_path), None)
+  assert not os.listdir(tmp_path)
+  record.write_data_manifest(str(tmp_path), {"version": 2, "fingerprint": "ab"})
+  assert os.listdir(tmp_path) == [record.DATA_MANIFEST]
+  assert json.loads((tmp_path / record.DATA_MANIFEST).read_text()) == {"version": 2, "fingerprint": "ab"}
+
+
+def test_run_on_espeak_corpus_writes_data_json(tmp_path):
+  """A run on a corpus with a manifest copies it to <run>/data.json and names it in the header."""
+  from tff_robust.tasks import espeak_corpus  # pylint: disable=g-import-not-at-top
+  if espeak_corpus.espeak_binary() is None:
+    pytest.skip("espeak-ng is not installed (apt-get install -y espeak-ng)")
+  corpus = str(tmp_path / "kws")
+  info = espeak_corpus.build_corpus(corpus, 4, 1, test_fraction=0.25, validation_fraction=0.25)
+  proc = run_main("--task=speech_commands", f"--data_dir={corpus}", "--num_clients=0", "--rounds=1",
+                  "--local_steps=1", "--batch_size=4", f"--root_output_dir={tmp_path / 'out'}",
+                  "--experiment_name=e")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert json.loads((tmp_path / "out" / "e" / record.DATA_MANIFEST).read_text()) == info.manifest
+  assert f"fingerprint {info.manifest['fingerprint'][:8]}" in proc.stdout
 
 
 @pytest.mark.slow
