@@ -30,28 +30,33 @@ examples held out); the test split is reported, never used to choose.
 
 from __future__ import annotations
 
-import argparse
-import csv
-import datetime
-import math
-import os
-import statistics
 import sys
-from collections.abc import Sequence
 
-import matplotlib
+from tff_robust.common import console, interrupts
+
+interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no traceback
+console.quiet_native_logs(sys.argv)
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
-from tff_robust.common import markdown  # noqa: E402
+from tff_robust.common import markdown, paths  # noqa: E402
 
 from results_plan import (  # noqa: E402  (bench/ is this script's directory on sys.path)
     METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
-    Plan, StudyRun, build_corpus, count_test_clips, load_bench, machine, run_bench, seed002_rounds,
-    seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
+    Plan, StudyRun, build_corpus, count_test_clips, load_bench, page_date, record_page_date, run_bench,
+    seed002_rounds, seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
     table1_runs, table3, table3_runs)
 from results_seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, SEED000_TABLE1, SEED000_TABLE3, SEED000_TABLE4, SEED004_EMNIST_CR)
@@ -135,9 +140,9 @@ def orderings(claims, table_means: dict, rows: Sequence[str], methods: Sequence[
 class Page:
   """Collects the page's Markdown and figures."""
 
-  def __init__(self, docs: str, plan_name: str, command: str):
+  def __init__(self, docs: str, plan_name: str, command: str, stamp: str):
     self.docs, self.lines, self.figures = docs, [], []
-    self.stamp = datetime.date.today().isoformat()
+    self.stamp = stamp  # the date its newest runs were made (`page_date`), not the day it is written
     self.command, self.plan_name = command, plan_name
 
   def figure(self, name: str, draw, caption: str) -> None:
@@ -182,7 +187,7 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
               f"band min..max), {plan.rounds} rounds; runs of Table 1, made {page.stamp} by `{page.command}`.")
 
 
-def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str) -> None:
+def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root: str) -> None:
   table = table3(corpus)
   summary = ex.summarize(table, runs)
   for row, line in zip(table.rows, summary.body):  # cells the plan leaves out (iid: FA only)
@@ -197,7 +202,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str) -> N
                  f"0–{plan.kws_seeds - 1}. Final test accuracy (%). The speech is synthetic "
                  f"({plan.kws_speakers * plan.kws_repeats} clips a keyword against Speech Commands' "
                  f"thousands, every voice more regular than a real speaker) and the test split holds "
-                 f"{count_test_clips(corpus)} clips, so a difference of a few points can be one seed's noise.", ""]
+                 f"{count_test_clips(corpus, root)} clips, so a difference of a few points can be one seed's noise.", ""]
   page.lines += md_table(summary.header, summary.body)
   body = [list(r.labels) + [SEED000_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
@@ -331,7 +336,7 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
 def section_bench(page: Page, found: dict) -> None:
   ct, rt = found["client_time"], found["round_time"]
   page.lines += ["## Seed 000 Table 4 and round time", "",
-                 f"Machine: {machine()}. Seconds per round with one client doing {ct['steps']} SGD steps "
+                 f"Machine: {ct.get('machine', 'not recorded')}. Seconds per round with one client doing {ct['steps']} SGD steps "
                  f"of batch {ct['batch_size']}, median over {ct['rounds']} rounds, all methods "
                  f"interleaved in one process (`{ct['command']}`); × is the ratio to FA. The seed "
                  "measured on a TitanXP GPU.", ""]
@@ -369,6 +374,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                  help="which runs to start (the page is written from whatever has finished)")
   p.add_argument("--report_only", action="store_true", help="start nothing; write the page from finished runs")
   a = p.parse_args(argv)
+  try:
+    for flag in ("root", "docs", "kws_corpus"):
+      if getattr(a, flag):
+        paths.check_output_dir(flag, getattr(a, flag))
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   plan = PLANS[a.plan]
   root = os.path.abspath(a.root)
   corpus = os.path.abspath(a.kws_corpus or os.path.join(root, "kws_corpus"))
@@ -382,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   command = "python bench/results.py" + (f" --plan={a.plan}" if a.plan != "full" else "")
   if not a.report_only:
     if "table3" in wanted:
-      build_corpus(plan, corpus)
+      build_corpus(plan, corpus, root)
     # Table 1 first (its non-iid rows first: the seed's claims are there), then the slower KWS runs.
     t1_order = sorted(t1, key=lambda r: "noniid" not in r.cell.row)
     first = ((t1_order if "table1" in wanted else []) + (t3 if "table3" in wanted else [])
@@ -396,16 +408,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = ex.run_to_exit_code(later, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
-  if "bench" in wanted and not a.report_only:
-    run_bench(plan, root)
+  if not a.report_only:
+    made = "bench" in wanted and run_bench(plan, root)
+    every = t1 + t3 + s4 + seed004_final_runs(plan, root, seed004_choose(s4)) + s2
+    record_page_date(root, sum(r.status() == ex.DONE for r in every), made)
   found = load_bench(plan, root)
-  page = Page(os.path.abspath(a.docs), a.plan, command)
+  page = Page(os.path.abspath(a.docs), a.plan, command, page_date(root))
   page.lines += ["# Results on the offline stand-ins", "",
                  f"Regenerated by `{command}` ({a.plan} plan) on {page.stamp}. Every run is the project's "
                  "own runner on data that installs with it or that it makes; nothing is tuned on a test "
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
   section_table1(page, plan, t1)
-  section_table3(page, plan, t3, corpus)
+  section_table3(page, plan, t3, corpus, root)
   section_fig3(page, plan, t1, t3)
   section_seed004(page, plan, s4, seed004_final_runs(plan, root, seed004_choose(s4)))
   section_seed002(page, plan, s2)

@@ -6,6 +6,7 @@ section as runs of the project's runners, the keyword corpus they need, and the 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import platform
@@ -66,6 +67,7 @@ class StudyRun(ex.Run):
 
   MODULE = "tff_robust.tune"
   DONE_FILE = "table.csv"
+  EXTENDS = False  # --rounds sets a study's budgets: another value is another study
 
 
 def table1_runs(plan: Plan, root: str) -> list[ex.Run]:
@@ -147,22 +149,66 @@ def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
 # ---- running ------------------------------------------------------------------------------
 
 
-def build_corpus(plan: Plan, corpus: str) -> None:
-  if os.path.isdir(os.path.join(corpus, "yes")) or os.path.isdir(os.path.join(corpus, "_background_noise_")):
-    return
-  cmd = [sys.executable, "-m", "tff_robust.tasks.espeak_corpus", corpus, f"--speakers={plan.kws_speakers}",
-         f"--repeats={plan.kws_repeats}", "--test_fraction=0.2", "--validation_fraction=0.1"]
-  print("$", shlex.join(cmd), flush=True)
-  subprocess.run(cmd, check=True)
+# ---- the records the page is written from, besides the runs' (all in ROOT, committed) ------
+
+PAGE_RECORD = "page.json"  # {"date": the day the page's newest runs or benchmarks were made}
+CORPUS_RECORD = "kws_corpus.json"  # {"test_clips": ...}: the corpus itself is not committed
 
 
-def count_test_clips(corpus: str) -> str:
-  """How many clips the corpus's test split holds ("?" before it is built)."""
-  path = os.path.join(corpus, "testing_list.txt")
+def _read_json(path: str) -> dict:
   if not os.path.exists(path):
-    return "?"
+    return {}
   with open(path) as f:
-    return str(sum(1 for line in f if line.strip()))
+    return json.load(f)
+
+
+def _write_json(path: str, value: dict) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(value, f, indent=1, sort_keys=True)
+    f.write("\n")
+  os.replace(path + ".tmp", path)
+
+
+def page_date(root: str) -> str:
+  """The date the page states: when its newest runs were made (today before any record)."""
+  return _read_json(os.path.join(root, PAGE_RECORD)).get("date") or datetime.date.today().isoformat()
+
+
+def record_page_date(root: str, finished: int, made_now: bool) -> None:
+  """After the page's runner ran: the page's date becomes today when runs or benchmarks were
+  made since the record (``finished``: how many of its runs are done)."""
+  path = os.path.join(root, PAGE_RECORD)
+  if made_now or _read_json(path).get("runs") != finished:
+    _write_json(path, {"date": datetime.date.today().isoformat(), "runs": finished})
+
+
+def build_corpus(plan: Plan, corpus: str, root: str) -> None:
+  """Speaks the keyword corpus into ``corpus`` unless it is there; records its test split's size
+  in ROOT/kws_corpus.json (the page reads the record, so a clone without the corpus can too)."""
+  if not (os.path.isdir(os.path.join(corpus, "yes")) or os.path.isdir(os.path.join(corpus, "_background_noise_"))):
+    cmd = [sys.executable, "-m", "tff_robust.tasks.espeak_corpus", corpus, f"--speakers={plan.kws_speakers}",
+           f"--repeats={plan.kws_repeats}", "--test_fraction=0.2", "--validation_fraction=0.1"]
+    print("$", shlex.join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+  clips = _count_lines(os.path.join(corpus, "testing_list.txt"))
+  if clips is not None:
+    _write_json(os.path.join(root, CORPUS_RECORD), {"test_clips": clips})
+
+
+def _count_lines(path: str) -> int | None:
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return sum(1 for line in f if line.strip())
+
+
+def count_test_clips(corpus: str, root: str) -> str:
+  """How many clips the corpus's test split holds: its record, else the corpus ("?": neither)."""
+  recorded = _read_json(os.path.join(root, CORPUS_RECORD)).get("test_clips")
+  counted = _count_lines(os.path.join(corpus, "testing_list.txt"))
+  value = recorded if recorded is not None else counted
+  return "?" if value is None else str(value)
 
 
 BENCH_JOBS = ("client_time", "round_time")
@@ -173,15 +219,23 @@ def bench_args(plan: Plan) -> dict[str, list[str]]:
           "round_time": ["--task=mnist", f"--rounds={plan.bench_rounds}"]}
 
 
-def run_bench(plan: Plan, root: str) -> None:
-  """Table 4 and the round-time ratios, each kept as ROOT/bench/<name>.json (not redone)."""
+def run_bench(plan: Plan, root: str) -> bool:
+  """Table 4 and the round-time ratios, each kept as ROOT/bench/<name>.json with the machine
+  that measured it (not redone); whether any was made now."""
   os.makedirs(os.path.join(root, "bench"), exist_ok=True)
+  made = False
   for name, args in bench_args(plan).items():
     path = os.path.join(root, "bench", f"{name}.json")
     if not os.path.exists(path):
       cmd = [sys.executable, os.path.join(BENCH, f"{name}.py"), *args, f"--json_out={path}"]
       print("$", shlex.join(cmd), flush=True)
       subprocess.run(cmd, check=True)
+      with open(path) as f:
+        found = json.load(f)
+      with open(path, "w") as f:
+        json.dump(dict(found, machine=machine()), f, indent=1)
+      made = True
+  return made
 
 
 def load_bench(plan: Plan, root: str) -> dict | None:

@@ -366,10 +366,10 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   done, failing, fresh, clash = runs
   done.record(fake)  # finished earlier with the same flags
   fake_done(done, {"test_accuracy": 0.9})
-  other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(rounds=2))
-  other.record(fake)  # made earlier with --rounds=2: must not be reused
+  other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(extra_flags=("--client_lr=0.5",)))
+  other.record(fake)  # made earlier with another client lr: must not be reused
   assert [r.status() for r in runs] == [ex.DONE, ex.PENDING, ex.PENDING, ex.CONFLICT]
-  assert "(then --rounds=2, now -)" in clash.conflict()
+  assert "(then --client_lr=0.5, now -)" in clash.conflict()
 
   (tmp_path / "fake" / "expect_two").touch()
   results = ex.run_all(runs, parallel=2, python=fake, echo=lambda m: None)
@@ -418,9 +418,25 @@ def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   then.record(sys.executable)
   now = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1",)))
   assert now.conflict() is None and now.status() == ex.PENDING
-  other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--rounds=3")))
+  other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--client_lr=0.3")))
   assert other.status() == ex.CONFLICT
-  assert "now --rounds=3" in other.conflict() and "rounds_per_checkpoint" not in other.conflict()
+  assert "now --client_lr=0.3" in other.conflict() and "rounds_per_checkpoint" not in other.conflict()
+
+
+def test_rounds_extend_a_finished_run_as_in_main(tmp_path):
+  """--rounds means what it means to main: more rounds extend a finished run (it is pending
+  again; main resumes it from its last checkpoint), the same is done, fewer is a conflict."""
+  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  root = str(tmp_path / "out")
+  made = ex.Run(cell, 0, root, ex.Overrides(rounds=4))
+  made.record(sys.executable)
+  fake_done(made, {"test_accuracy": 0.5})
+  assert made.status() == ex.DONE and ex.read_values(made, ex.ACCURACY) == [50.0]
+  more = ex.Run(cell, 0, root, ex.Overrides(rounds=6))
+  assert more.conflict() is None and more.status() == ex.PENDING and ex.read_values(more, ex.ACCURACY) == []
+  fewer = ex.Run(cell, 0, root, ex.Overrides(rounds=2))
+  assert fewer.status() == ex.CONFLICT
+  assert "holds a run of 4 rounds; --rounds=2" in fewer.conflict()
 
 
 def _alive(pid):

@@ -21,7 +21,7 @@ DASH = "—"
 def read_values(run: Run, metric: Metric) -> list[float]:
   """The run's values of ``metric`` (scaled): [final] or every round >= 2; [] if unfinished."""
   final_path = os.path.join(run.output_dir, "final_metrics.json")
-  if not os.path.exists(final_path) or run.conflict() is not None:
+  if not run.finished():
     return []
   if metric.per_round:
     with open(os.path.join(run.output_dir, "metrics.csv")) as f:

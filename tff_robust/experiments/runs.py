@@ -1,7 +1,12 @@
 """One cell x seed of a table as a run of `tff_robust.main`: its flags (the cell's flagfiles,
 read as absl reads them, then overrides), its directory ``ROOT/<cell>_s<seed>``, and its
-state — done (``final_metrics.json`` exists), pending, or a conflict (the directory was made
-with other flags and is never reused)."""
+state — done (``final_metrics.json`` exists for the rounds asked), pending (a larger
+``--rounds`` extends a finished run, as in `main`), or a conflict (the directory was made with
+other flags, or more rounds, and is never reused).
+
+A run's record (``experiment.json``) names places on disk relative to the run's root
+(``$ROOT/...``) or the repository (``$REPO/...``), so the records read the same in any clone;
+records written with absolute paths are read the same way (their root is in their command)."""
 
 from __future__ import annotations
 
@@ -29,10 +34,42 @@ DONE, PENDING, CONFLICT, BUSY = "done", "pending", "conflict", "busy"
 # Flags that say when a run saves its state, not what it computes (a resumed run ends with
 # the same metrics whatever the cadence): a run directory is reused across their values.
 BOOKKEEPING = ("--rounds_per_checkpoint=",)
+# Flags whose value is a place on disk (recorded portably, see the module docstring).
+PATH_FLAGS = ("--data_dir=",)
+REPO = os.path.dirname(FLAGS_DIR)
+ROUNDS = "--rounds="
 
 
-def _computing(args: Sequence[str]) -> list[str]:
-  return [a for a in args if not a.startswith(BOOKKEEPING)]
+def _computing(args: Sequence[str], extends: bool = False) -> list[str]:
+  skip = BOOKKEEPING + ((ROUNDS,) if extends else ())
+  return [a for a in args if not a.startswith(skip)]
+
+
+def rounds_of(args: Sequence[str]) -> Optional[int]:
+  """The ``--rounds`` that counts (the last one), or None."""
+  values = [a[len(ROUNDS):] for a in args if a.startswith(ROUNDS)]
+  return int(values[-1]) if values else None
+
+
+def portable_path(path: str, root: str, repo: str = REPO) -> str:
+  """``path`` as ``$ROOT/...`` under ``root``, ``$REPO/...`` under ``repo``, else absolute."""
+  p = os.path.abspath(os.path.expanduser(path))
+  for token, base in (("$ROOT", root), ("$REPO", repo)):
+    rel = os.path.relpath(p, os.path.abspath(base))
+    if not rel.startswith(".."):
+      return token if rel == "." else f"{token}/{rel}"
+  return p
+
+
+def portable(args: Sequence[str], root: str, repo: str = REPO) -> list[str]:
+  """``args`` with the values of `PATH_FLAGS` as `portable_path`."""
+  out = []
+  for a in args:
+    if a.startswith(PATH_FLAGS) and not a.split("=", 1)[1].startswith("$"):
+      name, value = a.split("=", 1)
+      a = f"{name}={portable_path(value, root, repo)}"
+    out.append(a)
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,9 +164,11 @@ class Run:
   root_output_dir: str
   overrides: Overrides = Overrides()
 
-  # The program a run starts and the file it writes last (a run is done when it exists).
+  # The program a run starts and the file it writes last (a run is done when it exists); a
+  # larger --rounds extends a finished run of the program (as main's), else it is a conflict.
   MODULE = "tff_robust.main"
   DONE_FILE = "final_metrics.json"
+  EXTENDS = True
 
   @property
   def experiment_name(self) -> str:
@@ -158,22 +197,39 @@ class Run:
     return os.path.join(self.output_dir, self.DONE_FILE)
 
   def signature(self) -> list[str]:
-    """The effective flags (flagfiles expanded), without the output root: what the run computes."""
-    return [a for a in expand_args(self.flags()) if not a.startswith("--root_output_dir=")]
+    """The effective flags (flagfiles expanded), without the output root, paths portable: what
+    the run computes."""
+    args = [a for a in expand_args(self.flags()) if not a.startswith("--root_output_dir=")]
+    return portable(args, self.root_output_dir)
 
   def recorded_signature(self) -> Optional[list[str]]:
+    """The flags ``experiment.json`` records, paths portable (an older record's absolute paths
+    are read against the root and repository of its own command)."""
     path = os.path.join(self.output_dir, "experiment.json")
     if not os.path.exists(path):
       return None
     with open(path) as f:
-      return json.load(f).get("flags")
+      record = json.load(f)
+    command = shlex.split(record.get("command", ""))
+    roots = [a.split("=", 1)[1] for a in command if a.startswith("--root_output_dir=")]
+    files = [a.split("=", 1)[1] for a in command if a.startswith("--flagfile=")]
+    repo = os.path.dirname(os.path.dirname(files[0])) if files else REPO
+    return portable(record.get("flags") or [], roots[-1] if roots else self.root_output_dir, repo)
 
   def conflict(self) -> Optional[str]:
     """Why the existing run directory cannot be reused, or None."""
     recorded = self.recorded_signature()
-    if recorded is None or _computing(recorded) == _computing(self.signature()):
+    if recorded is None:
       return None
-    recorded, mine = _computing(recorded), _computing(self.signature())
+    mine = self.signature()
+    if _computing(recorded, self.EXTENDS) == _computing(mine, self.EXTENDS):
+      then_rounds, now_rounds = rounds_of(recorded), rounds_of(mine)
+      if self.EXTENDS and None not in (then_rounds, now_rounds) and then_rounds > now_rounds:
+        return (f"{self.output_dir} holds a run of {then_rounds} rounds; --rounds={now_rounds} would "
+                f"report a later model as this one (use --rounds ≥ {then_rounds}, another "
+                f"--root_output_dir, or remove that directory).")
+      return None
+    recorded, mine = _computing(recorded, self.EXTENDS), _computing(mine, self.EXTENDS)
     then = [a for a in recorded if a not in mine]
     now = [a for a in mine if a not in recorded]
     diff = (f"then {' '.join(then) or '-'}, now {' '.join(now) or '-'}" if then or now
@@ -181,10 +237,17 @@ class Run:
     return (f"{self.output_dir} was made with other flags ({diff}). Use another "
             f"--root_output_dir or remove that directory.")
 
+  def finished(self) -> bool:
+    """Its program finished it with these flags (to the rounds asked, for a run that extends)."""
+    if not os.path.exists(self.done_path) or self.conflict() is not None:
+      return False
+    recorded = self.recorded_signature()
+    return not self.EXTENDS or recorded is None or rounds_of(recorded) == rounds_of(self.signature())
+
   def status(self) -> str:
     if self.conflict() is not None:
       return CONFLICT
-    if os.path.exists(self.done_path):
+    if self.finished():
       return DONE
     if run_lock.holder(self.output_dir) is not None:  # another runner has it
       return BUSY
