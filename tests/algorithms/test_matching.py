@@ -60,6 +60,20 @@ EXPECTED = collections.OrderedDict(
 )
 
 
+# The authors' form reads a non-linearity followed by a max-pool after the pool.
+AUTHORS_SHAPES = dict(
+    mnist_2nn=EXPECTED["mnist_2nn"][1],
+    cifar_cnn=[(32, 32, 3), (16, 16, 32), (8, 8, 64), (1024,), (10,)],
+    kws_net=[(32, 32, 1), (32, 32, 64), (16, 16, 64), (16, 16, 64), (8, 8, 64), (1024,), (10,)],
+    emnist_cr_cnn=[(28, 28, 1), (26, 26, 32), (12, 12, 64), (128,), (62,)],
+    mcmahan_cnn=[(28, 28, 1), (14, 14, 32), (512,), (10,)],
+)
+
+
+def _shapes(name, form):
+  return AUTHORS_SHAPES[name] if form == "authors" else EXPECTED[name][1]
+
+
 def _build(name, seed=0):
   tf.keras.utils.set_random_seed(seed)
   return EXPECTED[name][0]()
@@ -163,25 +177,27 @@ def test_unpool_with_ties_uses_one_position_per_window():
     assert out[0, 0, 0, 0] == values[0, 0, 0, 0]   # the real maximum wins
 
 
+@pytest.mark.parametrize("form", matching.LAYER_FORMS)
 @pytest.mark.parametrize("name", list(EXPECTED))
-def test_forward_logits_activations_and_reconstruction_shapes(name):
+def test_forward_logits_activations_and_reconstruction_shapes(name, form):
   model = _build(name)
-  matcher = matching.RepresentationMatcher(model, seed=0)
+  matcher = matching.RepresentationMatcher(model, seed=0, form=form)
   x = _inputs(model, 3)
   for record in (True, False):
     logits, acts, pools = matcher.forward(model, x, training=False, record_argmax=record)
     np.testing.assert_array_equal(logits.numpy(), model(x, training=False).numpy())
-    assert [tuple(a.shape) for a in acts] == [(3,) + s for s in EXPECTED[name][1]]
+    assert [tuple(a.shape) for a in acts] == [(3,) + s for s in _shapes(name, form)]
     assert len(pools) == (EXPECTED[name][2] if record else 0)
     np.testing.assert_array_equal(acts[0].numpy(), x.numpy())
     np.testing.assert_array_equal(acts[-1].numpy(), logits.numpy())
   _, acts, pools = matcher.forward(model, x, training=False, record_argmax=True)
   recs = matcher.reconstructions(acts, pools)
   assert [r.shape for r in recs] == [a.shape for a in acts[:-1]]
-  assert matcher.num_activations == len(EXPECTED[name][1])
+  assert matcher.num_activations == len(_shapes(name, form))
 
 
-def test_separate_activation_layers_strides_and_build_shape():
+@pytest.mark.parametrize("form", matching.LAYER_FORMS)
+def test_separate_activation_layers_strides_and_build_shape(form):
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([
       L.Reshape((9, 9, 1)),
@@ -190,7 +206,7 @@ def test_separate_activation_layers_strides_and_build_shape():
       L.Activation("linear"), L.Flatten(), L.Dense(6), L.Activation("tanh"),
       L.Dense(3), L.Dropout(0.5)])          # the trailing Dropout does not start a segment
   model.build((None, 81))
-  matcher = matching.RepresentationMatcher(model)
+  matcher = matching.RepresentationMatcher(model, form=form)
   x = _inputs(model, 2)
   logits, acts, pools = matcher.forward(model, x, training=False, record_argmax=True)
   np.testing.assert_array_equal(logits.numpy(), model(x).numpy())
@@ -208,22 +224,30 @@ def test_separate_activation_layers_strides_and_build_shape():
   assert [tuple(a.shape[1:]) for a in acts] == [(4,), (5,), (3,)]
 
 
-def test_theta_structure_follows_the_reversed_layers():
-  # CIFAR: f_0 conv 32->3, f_1 conv 64->32 (+unpool), f_2 Dense 1024->8*8*64 (+reshape,
-  # unpool), f_3 Dense 10->1024.
+def test_theta_structure_of_both_forms():
+  # CIFAR, both forms: f_0 conv 32->3, f_1 conv 64->32 (with an unpooling), f_2 Dense
+  # 1024->8*8*64, f_3 Dense 10->1024.
   model = _build("cifar_cnn")
-  shapes = [tuple(v.shape) for v in matching.RepresentationMatcher(model).theta]
-  assert shapes == [(5, 5, 32, 3), (3,), (5, 5, 64, 32), (32,), (1024, 4096), (4096,),
-                    (10, 1024), (1024,)]
-  # EMNIST: 'valid' convs are reversed with transposed convs (filters (k, k, c_in, c_out)).
+  for form in matching.LAYER_FORMS:
+    shapes = [tuple(v.shape) for v in matching.RepresentationMatcher(model, form=form).theta]
+    assert shapes == [(5, 5, 32, 3), (3,), (5, 5, 64, 32), (32,), (1024, 4096), (4096,),
+                      (10, 1024), (1024,)]
+  # EMNIST, reversed: 'valid' convs undone by transposed convs (filters (k, k, c_in, c_out)),
+  # f_2 rebuilds the 24x24x64 pre-pool map.
   model = _build("emnist_cr_cnn")
-  shapes = [tuple(v.shape) for v in matching.RepresentationMatcher(model).theta]
+  shapes = [tuple(v.shape) for v in matching.RepresentationMatcher(model, form="reversed").theta]
   assert shapes == [(3, 3, 1, 32), (1,), (3, 3, 32, 64), (32,), (128, 9216), (9216,),
+                    (62, 128), (128,)]
+  # EMNIST, authors: a 'same' conv after zero-padding 26->28 and 24->26 (filters (k, k, src,
+  # target)), f_2 rebuilds the pooled 12x12x64 map.
+  shapes = [tuple(v.shape) for v in matching.RepresentationMatcher(model).theta]
+  assert shapes == [(3, 3, 32, 1), (1,), (3, 3, 64, 32), (32,), (128, 9216), (9216,),
                     (62, 128), (128,)]
 
 
+@pytest.mark.parametrize("form", matching.LAYER_FORMS)
 @pytest.mark.parametrize("top_source", matching.TOP_SOURCES)
-def test_matching_loss_is_eq1_by_hand(top_source):
+def test_matching_loss_is_eq1_by_hand(top_source, form):
   """A one-hidden-layer net: L_M = mean_b ‖f_1(a_2) − a_1^F‖² + ‖f_0(a_1) − x‖², with a_2 the
   logits, their softmax, or no top term (``top_source``)."""
   tf.keras.utils.set_random_seed(3)
@@ -231,7 +255,7 @@ def test_matching_loss_is_eq1_by_hand(top_source):
                                L.Dense(2)])
   frozen = _perturbed_copy(model, lambda: tf.keras.Sequential(
       [tf.keras.Input((4,)), L.Dense(3, activation="relu"), L.Dense(2)]), scale=0.3)
-  matcher = matching.RepresentationMatcher(model, seed=5, top_source=top_source)
+  matcher = matching.RepresentationMatcher(model, seed=5, top_source=top_source, form=form)
   for v in matcher.theta:   # non-zero biases too
     v.assign(v + 0.1)
   x = _inputs(model, 5)
@@ -253,7 +277,10 @@ def test_matching_loss_is_eq1_by_hand(top_source):
   else:
     k1, c1 = theta[2:]
     top = logits if top_source == "logits" else np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    want += np.sum((top @ k1 + c1 - fa1) ** 2) / 5
+    rec = top @ k1 + c1
+    if form == "authors":   # f_1 ends with its target's (a_1's) ReLU
+      rec = np.maximum(rec, 0)
+    want += np.sum((rec - fa1) ** 2) / 5
     assert matcher.term_units == (4, 3)
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
@@ -266,11 +293,12 @@ def test_top_source_is_checked():
     matching.RepresentationMatcher(model, top_source="none")
 
 
+@pytest.mark.parametrize("form", matching.LAYER_FORMS)
 @pytest.mark.parametrize("name", ["mnist_2nn", "cifar_cnn", "emnist_cr_cnn", "mcmahan_cnn"])
-def test_gradients_reach_model_and_every_theta(name):
+def test_gradients_reach_model_and_every_theta(name, form):
   model = _build(name)
   frozen = _perturbed_copy(model, EXPECTED[name][0])
-  matcher = matching.RepresentationMatcher(model, seed=0)
+  matcher = matching.RepresentationMatcher(model, seed=0, form=form)
   x = _inputs(model, 4)
   y = tf.constant([0, 1, 2, 3])
   ce = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -323,10 +351,11 @@ def _train_theta(model, matcher, x, lr, steps):
   return losses[0], losses[-1]
 
 
-def test_theta_alone_learns_to_match_dense_net():
+@pytest.mark.parametrize("form", matching.LAYER_FORMS)
+def test_theta_alone_learns_to_match_dense_net(form):
   model = _build("mnist_2nn")
-  matcher = matching.RepresentationMatcher(model, seed=1)
-  first, last = _train_theta(model, matcher, _inputs(model, 8, seed=3), lr=0.01, steps=100)
+  matcher = matching.RepresentationMatcher(model, seed=1, form=form)
+  first, last = _train_theta(model, matcher, _inputs(model, 8, seed=3), lr=0.01, steps=300)
   assert last < first / 20, (first, last)
 
 
@@ -337,7 +366,7 @@ def test_theta_alone_learns_to_match_cnn_up_to_the_unpooling_floor():
   model = tf.keras.Sequential([
       tf.keras.Input((10, 10, 2)), L.Conv2D(4, 3, activation="relu"), L.MaxPooling2D(2),
       L.Flatten(), L.Dense(16, activation="relu"), L.Dense(5)])
-  matcher = matching.RepresentationMatcher(model, seed=1)
+  matcher = matching.RepresentationMatcher(model, seed=1, form="reversed")
   x = _inputs(model, 8, seed=3)
   _, acts, pools = matcher.forward(model, x, False, True)
   at_argmax = matching_layers.max_unpool(tf.ones((8, 4, 4, 4)), pools[0], (2, 2), (2, 2), "valid")

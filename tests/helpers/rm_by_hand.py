@@ -18,7 +18,7 @@ def manual_rm_client(w0, theta0, x, y, cfg: ClientConfig):
     v.assign(w)
   for v, w in zip(frozen.trainable_variables, w0):
     v.assign(w)
-  matcher = matching.RepresentationMatcher(model, seed=3)
+  matcher = matching.RepresentationMatcher(model, seed=3, top_source=cfg.rm_top_source, form=cfg.rm_layers)
   for v, t in zip(matcher.theta, theta0):
     v.assign(t)
   units = matcher.term_units

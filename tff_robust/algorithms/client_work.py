@@ -59,17 +59,19 @@ def _batched_spec(element_spec):
       lambda s: tf.TensorSpec([None] + list(s.shape), s.dtype), element_spec)
 
 
-def theta_specs(spec: ModelSpec, seed: int, top_source: str = "logits") -> list[tf.TensorSpec]:
+def theta_specs(spec: ModelSpec, seed: int, top_source: str = "logits",
+                form: str = "authors") -> list[tf.TensorSpec]:
   """Shapes of the matching parameters θ for this task's model."""
   with tf.Graph().as_default():
-    matcher = matching.RepresentationMatcher(spec.model_fn(), seed, top_source)
+    matcher = matching.RepresentationMatcher(spec.model_fn(), seed, top_source, form)
     return [tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta]
 
 
-def initial_theta(spec: ModelSpec, seed: int, top_source: str = "logits") -> list[np.ndarray]:
+def initial_theta(spec: ModelSpec, seed: int, top_source: str = "logits",
+                  form: str = "authors") -> list[np.ndarray]:
   """Fresh θ for a client seen for the first time (deterministic for ``seed``)."""
   with tf.Graph().as_default():
-    return matching.RepresentationMatcher(spec.model_fn(), seed, top_source).initial_theta()
+    return matching.RepresentationMatcher(spec.model_fn(), seed, top_source, form).initial_theta()
 
 
 def _weighting(kind: str, num_examples, train_acc, val_acc):
@@ -181,12 +183,13 @@ class ClientTrainer:
     """This configuration's client input: its TFF type, packing and unpacking."""
     return ClientInput(self.spec.element_spec, has_val=self.has_val, has_seed=self.has_seed,
                        has_byzantine=self.attack is not None,
-                       theta_specs=tuple(theta_specs(self.spec, self.seed, self.config.rm_top_source))
+                       theta_specs=tuple(theta_specs(self.spec, self.seed, self.config.rm_top_source,
+                                                     self.config.rm_layers))
                        if self.theta_in else None)
 
   def initial_theta(self) -> list[np.ndarray]:
     """θ^i of a client seen for the first time (RM only)."""
-    return initial_theta(self.spec, self.seed, self.config.rm_top_source)
+    return initial_theta(self.spec, self.seed, self.config.rm_top_source, self.config.rm_layers)
 
   def input_type(self):
     """The client-placed input: a dataset, or a struct (data, val, seed, byzantine, theta)."""
@@ -216,7 +219,8 @@ class ClientTrainer:
   def _models(self) -> _Models:
     model = self.spec.model_fn()
     frozen = self.spec.model_fn() if self.uses_rm else None
-    matcher = (matching.RepresentationMatcher(model, self.seed, self.config.rm_top_source)
+    matcher = (matching.RepresentationMatcher(model, self.seed, self.config.rm_top_source,
+                                              self.config.rm_layers)
                if self.uses_rm else None)
     slots = []
     if matcher is not None:  # made once here, so a traced client update creates no variable

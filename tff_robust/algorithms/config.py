@@ -28,6 +28,7 @@ AGGREGATION_NORMS = ("sampled", "all")
 RM_CLIENT_STATES = ("persist", "reset")
 RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
 RM_TOP_SOURCES = ("logits", "softmax", "none")  # = matching.TOP_SOURCES
+RM_LAYER_FORMS = ("authors", "reversed")  # = matching.LAYER_FORMS
 
 _POSITIVE = lambda v: v > 0  # noqa: E731
 _NON_NEGATIVE = lambda v: v >= 0  # noqa: E731
@@ -71,6 +72,11 @@ class ClientConfig:
                               "What the top matching layer rebuilds a_{M-1} from: 'logits' (the top layer, "
                               "seed 000 Fig. 2), 'softmax' (its softmax, bounded), 'none' (no top term).",
                               choices=RM_TOP_SOURCES)
+  rm_layers: str = option("authors", "rm_layers",
+                          "The matching layers f_j: 'authors' (one conv or Linear after unpooling through "
+                          "the source's own max-pool, then the target's non-linearity, as seed 000's authors "
+                          "built them), 'reversed' (each layer between a_j and a_{j+1} undone, linear).",
+                          choices=RM_LAYER_FORMS)
   rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
                               "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
   rm_theta_lr_follows: bool = option(False, "rm_theta_lr_follows",

@@ -8,37 +8,26 @@ the trainable model's next activation of interest a_{j+1}(x; w^i) (eq. 1):
 
   L_M = Σ_{j=0}^{M-1} ‖f_j(a_{j+1}(x; w^i); θ_j) − a_j(x; w)‖²,
 
-squared L2 over all units of a_j, averaged over the batch.
+squared L2 summed over all units of a_j, averaged over the batch.
 
-f_j undoes, in reverse order, the layers between a_j and a_{j+1}:
-Dense(in→out) → Dense(out→in); Flatten/Reshape → reshape back;
-MaxPooling2D → unpooling to the argmax positions of the *trainable* model's
-pooling in the same forward pass (Zhao et al. 2015, "what-where");
-Conv2D(c_in→c_out) → a conv c_out→c_in with the same kernel size ('same',
-stride 1 if the conv kept the spatial size, else a transposed conv with the
-original kernel/stride/padding and the exact pre-conv output shape);
-Dropout and activation layers → identity.
+The matching layers (``form``, `matching_layers`):
+- ``authors`` (default): as the paper's authors built them. A non-linearity followed by a
+  max-pool is read after the pool (their layer order conv → pool → ReLU). f_j is one layer:
+  a flat a_{j+1} → one Linear to all of a_j's units; a spatial a_{j+1} → unpooled through
+  its own max-pool at the *trainable* model's argmaxes (Zhao et al. 2015, "what-where"),
+  zero-padded to a_j's rows and columns, one conv (the model's kernel, 'same'); then a_j's
+  own non-linearity (identity for the input). The reconstruction of a pooled layer is dense.
+- ``reversed``: the layers between a_j and a_{j+1} undone one by one in reverse order, with
+  no non-linearity; a conv before an unpooling leaves 3/4 of a pre-pool target at zero.
 
 Everything here is plain TF ops on variables made at construction time, so it
 works eagerly, in `tf.function` and inside `tff.tensorflow.computation` graphs.
 
-Design notes:
-- Each parametrised model layer gets exactly one parametrised matching layer;
-  no extra conv is added after an unpooling. The unpooled map is zero off the
-  argmaxes, so the frozen activations there are a constant floor of L_M that
-  no θ can remove (it carries no gradient). A Dense before an unpool already
-  reaches every pooled unit.
-- L_M sums over all units (eq. 1), so its scale grows with layer width (e.g.
-  ~10^3 at init for the CIFAR CNN, vs. ~2.3 for the cross-entropy). What the
-  model w^i feels is therefore weighted per term by `normalized_matching_loss`:
-  ``unit`` divides term j by a_j's number of units (a mean squared error per
-  unit, so one RM weight means the same pressure on a 2NN and on a conv net);
-  ``sum`` is eq. 1 as printed. The matching layers θ always descend eq. 1's sum
-  form with an optimizer of their own (see `client_work`): each f_j is a
-  per-unit linear regression, whose natural scale does not depend on width.
-- The top term rebuilds a_{M-1} (100-1024 units) from the logits a_M (10 units): rank-limited
-  and fed by an unbounded source. ``top_source`` can feed it softmax(a_M) instead, or drop it
-  (README, *Representation matching*, has the measurement behind the choice).
+L_M's scale grows with layer width. What the model w^i feels is weighted per term by
+`normalized_matching_loss`: ``sum`` is eq. 1 as printed (the authors' coefficient is 1e-4 on
+this sum), ``unit`` divides term j by a_j's number of units. θ always descends eq. 1's sum
+form with an optimizer of its own (see `client_work`). ``top_source`` can feed the top term
+softmax(a_M) instead of the logits, or drop it.
 """
 
 from __future__ import annotations
@@ -67,6 +56,10 @@ NORMALIZATIONS = ("unit", "sum")
 # What f_{M-1}, the top matching layer, rebuilds a_{M-1} from: the top layer a_M as printed
 # (``logits``), its softmax (bounded), or nothing (no top term).
 TOP_SOURCES = ("logits", "softmax", "none")
+# Which matching layers f_j are built: ``authors`` (one conv or Linear per f_j after unpooling,
+# ending in the target's own non-linearity, as the paper's authors built them) or ``reversed``
+# (every layer between a_j and a_{j+1} undone in reverse order, no non-linearity).
+LAYER_FORMS = ("authors", "reversed")
 
 # Activation functions that are not point-wise and so cannot be matched.
 _NON_POINTWISE = ("softmax", "log_softmax")
@@ -117,6 +110,7 @@ class _Plan:
 
   shapes: tuple[tuple[int, ...], ...]     # shapes[i] = input shape of layer i; [-1] = output
   act_after: tuple[int, ...]              # layer indices whose output is a_1..a_M
+  act_layers: tuple[int, ...]             # the layer whose non-linearity made a_1..a_M
   pool_layers: tuple[int, ...]            # layer indices of the max-pools, in order
   layer_types: tuple[type, ...]
 
@@ -162,8 +156,20 @@ def _input_shape(model: tf.keras.Model) -> tuple[int, ...]:
   return shape
 
 
-def _plan(model: tf.keras.Model) -> _Plan:
-  """Validates `model` and derives the static plan (no variables are created)."""
+def _pool_after(layers: Sequence, i: int) -> int:
+  """The index of a MaxPooling2D that follows layer i through identity layers only, else i."""
+  k = i + 1
+  while k < len(layers) and isinstance(layers[k], _IDENTITY_TYPES):
+    k += 1
+  return k if k < len(layers) and isinstance(layers[k], _L.MaxPooling2D) else i
+
+
+def _plan(model: tf.keras.Model, form: str = "authors") -> _Plan:
+  """Validates `model` and derives the static plan (no variables are created).
+
+  In the ``authors`` form a non-linearity followed by a max-pool is read after the pool: the
+  authors' layer order conv → pool → ReLU (max-pooling commutes with a non-decreasing
+  point-wise activation), so the pooled activation is the activation of interest."""
   if not isinstance(model, tf.keras.Sequential):
     raise UnsupportedLayerError(
         f"representation matching needs a tf.keras.Sequential model; got "
@@ -189,14 +195,62 @@ def _plan(model: tf.keras.Model) -> _Plan:
   if act_after and all(_is_trivial(l) for l in layers[act_after[-1] + 1:]):
     act_after.pop()
   act_after.append(n - 1)
+  act_layers = tuple(act_after)
+  if form == "authors":
+    act_after = [_pool_after(layers, i) for i in act_after[:-1]] + [n - 1]
   pools = [i for i, l in enumerate(layers) if isinstance(l, _L.MaxPooling2D)]
-  return _Plan(shapes=tuple(shapes), act_after=tuple(act_after),
+  return _Plan(shapes=tuple(shapes), act_after=tuple(act_after), act_layers=act_layers,
                pool_layers=tuple(pools), layer_types=tuple(type(l) for l in layers))
 
 
-def check_supported(model: tf.keras.Model) -> None:
-  """Raises `UnsupportedLayerError` if RM cannot handle `model` (cheap, no variables)."""
-  _plan(model)
+def check_supported(model: tf.keras.Model, form: str = "authors") -> None:
+  """Raises `UnsupportedLayerError` if RM cannot handle `model` (builds the matcher)."""
+  RepresentationMatcher(model, form=form)
+
+
+def _activation_fn(layer: tf.keras.layers.Layer):
+  """The point-wise non-linearity of a layer of interest, as a stateless callable."""
+  if isinstance(layer, (_L.ReLU, _L.LeakyReLU)):
+    return type(layer).from_config(layer.get_config())
+  return layer.activation
+
+
+def _segments(model: tf.keras.Sequential, seed: int, top_source: str, form: str):
+  """The matching layers f_0..f_{M-1} as lists of ops (no variables yet) and θ's init functions."""
+  if top_source not in TOP_SOURCES:
+    raise ValueError(f"top_source={top_source!r}; valid: {', '.join(TOP_SOURCES)}")
+  if form not in LAYER_FORMS:
+    raise ValueError(f"form={form!r}; valid: {', '.join(LAYER_FORMS)}")
+  plan = _plan(model, form)
+  layers = _layers(model.layers)
+  bounds = (-1,) + plan.act_after      # segment j covers layers bounds[j]+1 .. bounds[j+1]
+  num_terms = len(plan.act_after) - (top_source == "none")
+  if num_terms < 1:
+    raise ValueError(f"--rm_top_source=none leaves no term to match: model '{model.name}' has "
+                     "no point-wise non-linearity below its top layer; use logits or softmax")
+  segments, init_fns, counter = [], [], [0]
+
+  def next_seed() -> tuple[int, int]:
+    counter[0] += 1
+    return (int(seed), counter[0] - 1)
+
+  for j in range(num_terms):
+    lo, hi = bounds[j], bounds[j + 1]
+    if form == "reversed":
+      ops = matching_layers.reversed_ops(layers, plan.shapes, plan.pool_layers, lo, hi,
+                                         f"rm_f{j}", next_seed)
+    else:
+      act = _activation_fn(layers[plan.act_layers[j - 1]]) if j > 0 else None
+      try:
+        ops = matching_layers.authors_ops(layers, plan.shapes, plan.pool_layers, lo, hi, act,
+                                          f"rm_f{j}", next_seed)
+      except ValueError as e:
+        raise UnsupportedLayerError(f"representation matching (--rm_layers=authors) cannot build "
+                                    f"f_{j} of model '{model.name}': {e}") from e
+    for op in ops:
+      init_fns.extend(op.init_fns())
+    segments.append(ops)
+  return segments, init_fns
 
 
 class RepresentationMatcher:
@@ -208,45 +262,16 @@ class RepresentationMatcher:
     num_activations: M + 1, the number of activations a_0..a_M.
   """
 
-  def __init__(self, model: tf.keras.Sequential, seed: int = 0, top_source: str = "logits"):
+  def __init__(self, model: tf.keras.Sequential, seed: int = 0, top_source: str = "logits",
+               form: str = "authors"):
     """``top_source``: what f_{M-1} rebuilds a_{M-1} from (`TOP_SOURCES`): the top layer a_M
     (``logits``, Fig. 2 as printed), softmax(a_M), whose units stay in [0, 1] however far a
-    large step moves the logits, or ``none``: no top term, eq. 1 runs over j < M-1."""
-    if top_source not in TOP_SOURCES:
-      raise ValueError(f"top_source={top_source!r}; valid: {', '.join(TOP_SOURCES)}")
-    self._plan = _plan(model)
+    large step moves the logits, or ``none``: no top term, eq. 1 runs over j < M-1.
+    ``form``: which matching layers (`LAYER_FORMS`, see `matching_layers`)."""
+    self._segments, init_fns = _segments(model, seed, top_source, form)
+    self._plan = _plan(model, form)
     self._seed = int(seed)
-    self.top_source = top_source
-    plan = self._plan
-    bounds = (-1,) + plan.act_after      # segment j covers layers bounds[j]+1 .. bounds[j+1]
-    layers = _layers(model.layers)
-    self._segments: list[list[matching_layers.ReversedLayer]] = []
-    init_fns = []
-    param_count = 0
-    num_terms = len(plan.act_after) - (top_source == "none")
-    if num_terms < 1:
-      raise ValueError(f"--rm_top_source=none leaves no term to match: model '{model.name}' has "
-                       "no point-wise non-linearity below its top layer; use logits or softmax")
-    for j in range(num_terms):
-      ops = []
-      for i in range(bounds[j + 1], bounds[j], -1):   # reverse order
-        layer, in_shape, out_shape = layers[i], plan.shapes[i], plan.shapes[i + 1]
-        name = f"rm_f{j}_{layer.name}"
-        if isinstance(layer, _L.Dense):
-          op = matching_layers.DenseInv(in_shape[-1], out_shape[-1], name, (self._seed, param_count))
-          param_count += 1
-        elif isinstance(layer, _L.Conv2D):
-          op = matching_layers.ConvInv(layer, in_shape, out_shape, name, (self._seed, param_count))
-          param_count += 1
-        elif isinstance(layer, (_L.Flatten, _L.Reshape)):
-          op = matching_layers.ReshapeInv(in_shape)
-        elif isinstance(layer, _L.MaxPooling2D):
-          op = matching_layers.UnpoolInv(plan.pool_layers.index(i), layer)
-        else:   # Dropout, activations: identity
-          continue
-        ops.append(op)
-        init_fns.extend(op.init_fns())
-      self._segments.append(ops)
+    self.top_source, self.form = top_source, form
     self._init_fns = init_fns
     self.theta: list[tf.Variable] = []
     for name, fn in init_fns:
