@@ -17,14 +17,16 @@ import json
 import os
 import statistics
 import time
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.python.framework import ops as ops_lib  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, evaluation, process  # noqa: E402
+from tff_robust.algorithms import client_work, evaluation, matching, process  # noqa: E402
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -52,6 +54,58 @@ def config(method: str, steps: int, batch: int, lr: float) -> ProcessConfig:
   return ProcessConfig(client=client, server=ServerConfig(opt="sgd", lr=1.0), ah=ah)
 
 
+def step_flops(spec: client_work.ModelSpec, cfg: ClientConfig, batch: int) -> int:
+  """Floating-point operations of one local SGD step (TF's profiler on the traced step): the
+  objective's forward pass and the gradients the client takes (w^i's, and θ^i's with RM), as
+  `client_work.ClientTrainer` computes them; variable updates (element-wise) are left out."""
+  model = spec.model_fn()
+  matcher, frozen = None, None
+  if cfg.rm_weight > 0:
+    frozen = spec.model_fn()
+    matcher = matching.RepresentationMatcher(model, 0, cfg.rm_top_source, cfg.rm_layers)
+  models = types.SimpleNamespace(model=model, frozen=frozen, matcher=matcher, loss_fn=spec.loss_fn())
+  x_spec, y_spec = (tf.TensorSpec([batch, *s.shape[1:]], s.dtype) for s in spec.element_spec)
+  initial = [tf.identity(v) for v in model.trainable_variables]
+  prox = tf.constant(cfg.wd_mu) if cfg.wd_mu > 0 else None
+
+  @tf.function
+  def step(x, y):
+    with tf.GradientTape() as theta_tape:
+      with tf.GradientTape() as tape:
+        objective = client_work.local_objective(models, cfg, prox, initial, x, y)
+      theta_loss = tf.reduce_sum(objective.terms)
+    out = tape.gradient(objective.total, model.trainable_variables)
+    if matcher is not None:
+      out += theta_tape.gradient(theta_loss, matcher.theta)
+    return out
+
+  return graph_flops(step.get_concrete_function(x_spec, y_spec).graph)
+
+
+def graph_flops(graph: tf.Graph) -> int:
+  """FLOPs of the ops a call of ``graph`` runs: TF's registered per-op statistics (those the
+  profiler sums) over the ops its outputs depend on. Ops nothing uses (e.g. the filter gradient
+  of a conv whose weights are not differentiated) are left out, as TF's runtime prunes them
+  before running a function; the profiler would count them."""
+  live, stack = set(), [t.op for t in graph.outputs] + list(graph.control_outputs)
+  while stack:
+    op = stack.pop()
+    if op.name in live:
+      continue
+    live.add(op.name)
+    stack.extend(t.op for t in op.inputs)
+    stack.extend(op.control_inputs)
+  total = 0
+  for op in graph.get_operations():
+    if op.name not in live:
+      continue
+    try:
+      total += ops_lib.get_stats_for_node_def(graph, op.node_def, "flops").value or 0
+    except ValueError:  # no statistics registered for this op type
+      pass
+  return int(total)
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", default="mnist,cifar10")
@@ -65,7 +119,9 @@ def main() -> None:
   out = {"steps": args.steps, "batch_size": args.batch_size, "rounds": args.rounds, "tasks": {}}
 
   print(f"one client, {args.steps} SGD steps at batch {args.batch_size}; median (std) seconds "
-        f"over {args.rounds} rounds; AH validation set {args.ah_val_examples} examples")
+        f"over {args.rounds} rounds, time ratio to FA and (ops ×) the ratio of one local step's "
+        f"floating-point operations (TF's per-op statistics); AH validation set "
+        f"{args.ah_val_examples} examples")
   print("| task | " + " | ".join(METHODS) + " |")
   print("| --- |" + " --- |" * len(METHODS))
   with tff_runtime():
@@ -91,11 +147,14 @@ def main() -> None:
           runs[method][1] = p.next(state, data).state
           times.append(time.perf_counter() - t0)
       med = {m: statistics.median(r[2]) for m, r in runs.items()}
-      cells = [f"{med[m]:.3f} ({statistics.pstdev(runs[m][2]):.3f}) ×{med[m] / med['FA']:.2f}"
-               for m in METHODS]
+      flops = {m: step_flops(spec, config(m, args.steps, args.batch_size, 0.01).client,
+                             args.batch_size) for m in METHODS}
+      cells = [f"{med[m]:.3f} ({statistics.pstdev(runs[m][2]):.3f}) ×{med[m] / med['FA']:.2f} "
+               f"(ops ×{flops[m] / flops['FA']:.2f})" for m in METHODS]
       print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
       out["tasks"][name] = {m: {"median": med[m], "std": statistics.pstdev(runs[m][2]),
-                                "ratio_to_fa": med[m] / med["FA"]} for m in METHODS}
+                                "ratio_to_fa": med[m] / med["FA"], "step_flops": flops[m],
+                                "ops_ratio_to_fa": flops[m] / flops["FA"]} for m in METHODS}
   if args.json_out:
     with open(args.json_out, "w") as f:
       json.dump(out, f, indent=1)
