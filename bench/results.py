@@ -38,7 +38,6 @@ interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no tra
 console.quiet_native_logs(sys.argv)
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -55,24 +54,14 @@ from tff_robust.common import markdown, paths  # noqa: E402
 
 from results_plan import (  # noqa: E402  (bench/ is this script's directory on sys.path)
     METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
-    Plan, StudyRun, build_corpus, count_test_clips, load_bench, page_date, record_page_date, run_bench,
-    seed002_rounds, seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
+    Plan, StudyRun, build_corpus, count_test_clips, load_bench, means, page_date, record_page_date,
+    run_bench, study_rows, seed002_rounds, seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
     table1_runs, table3, table3_runs)
 from results_seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, SEED000_TABLE1, SEED000_TABLE3, SEED000_TABLE4, SEED004_EMNIST_CR)
 
 
-# ---- reading ------------------------------------------------------------------------------
-
-
-def means(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple[str, str], float]:
-  """(row, column) -> mean over the finished seeds."""
-  vals: dict[tuple[str, str], list[float]] = {}
-  for r in runs:
-    v = ex.read_values(r, metric)
-    if v:
-      vals.setdefault((r.cell.row, r.cell.column), []).append(statistics.fmean(v))
-  return {k: statistics.fmean(v) for k, v in vals.items()}
+# ---- drawing ------------------------------------------------------------------------------
 
 
 def draw_curves(out_png: str, panels: dict[str, dict[str, list[ex.Run]]], title: str) -> str:
@@ -91,20 +80,6 @@ def draw_curves(out_png: str, panels: dict[str, dict[str, list[ex.Run]]], title:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   return plot.save(fig, out_png, title, dpi=110)
-
-
-def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[float]]]:
-  """method -> column -> values over the finished seeds (table.csv of each study)."""
-  out: dict[str, dict[str, list[float]]] = {}
-  for r in runs:
-    if r.status() != ex.DONE:
-      continue
-    with open(r.done_path) as f:
-      for row in csv.DictReader(f):
-        for k, v in row.items():
-          if k != "method" and v not in ("", None):
-            out.setdefault(row["method"], {}).setdefault(k, []).append(float(v))
-  return out
 
 
 def fmt(values: Sequence[float], digits: int = 1) -> str:
@@ -336,7 +311,8 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
 def section_bench(page: Page, found: dict) -> None:
   ct, rt = found["client_time"], found["round_time"]
   page.lines += ["## Seed 000 Table 4 and round time", "",
-                 f"Machine: {ct.get('machine', 'not recorded')}. Seconds per round with one client doing {ct['steps']} SGD steps "
+                 f"Machine: {ct.get('machine', 'not recorded')}. Seconds per round with one client "
+                 f"doing {ct['steps']} SGD steps "
                  f"of batch {ct['batch_size']}, median over {ct['rounds']} rounds, all methods "
                  f"interleaved in one process (`{ct['command']}`); × is the ratio to FA. The seed "
                  "measured on a TitanXP GPU.", ""]
@@ -412,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     made = "bench" in wanted and run_bench(plan, root)
     every = t1 + t3 + s4 + seed004_final_runs(plan, root, seed004_choose(s4)) + s2
     record_page_date(root, sum(r.status() == ex.DONE for r in every), made)
+  interrupts.set_note(lambda: "while writing the page; the same command writes it again (finished runs are kept)")
   found = load_bench(plan, root)
   page = Page(os.path.abspath(a.docs), a.plan, command, page_date(root))
   page.lines += ["# Results on the offline stand-ins", "",

@@ -1,20 +1,26 @@
 """The plan of the results page (`bench/results.py`): how many seeds, rounds and runs each
 section takes (`PLANS`: ``full`` is the page, ``reduced`` checks the plumbing), the runs of each
-section as runs of the project's runners, the keyword corpus they need, and the benchmarks.
+section as runs of the project's runners, reading their results, the keyword corpus they need,
+the benchmarks, and the records the page states besides the runs (its date, the corpus's size).
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime
 import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 
 from tff_robust import experiments as ex
+from tff_robust.common import interrupts
+from tff_robust.runtime import children
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")
@@ -146,6 +152,33 @@ def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
           for s in range(plan.seeds)]
 
 
+# ---- reading ------------------------------------------------------------------------------
+
+
+def means(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple[str, str], float]:
+  """(row, column) -> mean over the finished seeds."""
+  vals: dict[tuple[str, str], list[float]] = {}
+  for r in runs:
+    v = ex.read_values(r, metric)
+    if v:
+      vals.setdefault((r.cell.row, r.cell.column), []).append(statistics.fmean(v))
+  return {k: statistics.fmean(v) for k, v in vals.items()}
+
+
+def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[float]]]:
+  """method -> column -> values over the finished seeds (table.csv of each study)."""
+  out: dict[str, dict[str, list[float]]] = {}
+  for r in runs:
+    if r.status() != ex.DONE:
+      continue
+    with open(r.done_path) as f:
+      for row in csv.DictReader(f):
+        for k, v in row.items():
+          if k != "method" and v not in ("", None):
+            out.setdefault(row["method"], {}).setdefault(k, []).append(float(v))
+  return out
+
+
 # ---- running ------------------------------------------------------------------------------
 
 
@@ -190,7 +223,8 @@ def build_corpus(plan: Plan, corpus: str, root: str) -> None:
     cmd = [sys.executable, "-m", "tff_robust.tasks.espeak_corpus", corpus, f"--speakers={plan.kws_speakers}",
            f"--repeats={plan.kws_repeats}", "--test_fraction=0.2", "--validation_fraction=0.1"]
     print("$", shlex.join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    interrupts.set_note(lambda: "while speaking the keyword corpus; the same command speaks it again")
+    run_child(cmd)
   clips = _count_lines(os.path.join(corpus, "testing_list.txt"))
   if clips is not None:
     _write_json(os.path.join(root, CORPUS_RECORD), {"test_clips": clips})
@@ -211,6 +245,12 @@ def count_test_clips(corpus: str, root: str) -> str:
   return "?" if value is None else str(value)
 
 
+def run_child(cmd: list[str]) -> None:
+  """Runs ``cmd`` to its end (an error if it fails). It leaves the terminal's process group and
+  dies with this program: a Ctrl-C is this program's to answer (`interrupts`), in one line."""
+  subprocess.run(cmd, check=True, start_new_session=True, preexec_fn=children.die_with_parent)
+
+
 BENCH_JOBS = ("client_time", "round_time")
 
 
@@ -229,7 +269,8 @@ def run_bench(plan: Plan, root: str) -> bool:
     if not os.path.exists(path):
       cmd = [sys.executable, os.path.join(BENCH, f"{name}.py"), *args, f"--json_out={path}"]
       print("$", shlex.join(cmd), flush=True)
-      subprocess.run(cmd, check=True)
+      interrupts.set_note(lambda n=name: f"during bench/{n}.py; the same command runs it again")
+      run_child(cmd)
       with open(path) as f:
         found = json.load(f)
       with open(path, "w") as f:

@@ -18,7 +18,7 @@ from tff_robust import tasks
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.algorithms.config import RM_CLIENT_STATES, RobustConfig, ServerConfig
-from tff_robust.common import options
+from tff_robust.common import options, paths
 from tff_robust.common.options import option
 from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions
@@ -94,7 +94,8 @@ def define_flags() -> None:
                         f"FedEx search space of {name}: none, low:high[:log], or v1,v2,...")
   for cls in CONFIGS:
     _define(cls)
-  flags.DEFINE_string("root_output_dir", "/tmp/tff_robust", "Root of all outputs.")
+  flags.DEFINE_string("root_output_dir", paths.default_root(),
+                      "Root of all outputs (default: this user's folder in the temporary directory).")
   flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
 
 
@@ -150,6 +151,21 @@ def _reward_clip(text: str) -> Optional[float]:
   return value
 
 
+def check_paths(f=FLAGS) -> None:
+  """The path flags, before any data is read: ``--data_dir`` an existing directory, the output
+  root and run directory ones this user can write in or create (`paths`)."""
+  if f.data_dir:
+    paths.check_input_dir("data_dir", f.data_dir)
+  options.check(f.experiment_name is None or (f.experiment_name.strip() not in ("", ".", "..")
+                                              and not os.path.isabs(f.experiment_name)),
+                "experiment_name", f.experiment_name, "a folder name under --root_output_dir")
+  paths.check_output_dir("root_output_dir", f.root_output_dir)
+  if f.experiment_name:
+    run_dir = os.path.join(os.path.expanduser(f.root_output_dir), f.experiment_name)
+    options.check(not os.path.exists(run_dir) or os.path.isdir(run_dir), "experiment_name",
+                  f.experiment_name, f"{run_dir} is a file, not a run directory")
+
+
 def parse(f=FLAGS) -> RunConfig:
   """Maps the flags onto the configs (each validates itself) and checks what spans several of
   them; raises ValueError naming flag, value and what is allowed."""
@@ -165,13 +181,14 @@ def parse(f=FLAGS) -> RunConfig:
     ah = from_flags(AHConfig, f, min_reward=_reward_clip(f.ah_reward_clip))
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
                        robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None)
-  options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
-                f.byzantine_fraction, "needs --byzantine_attack other than none")
   if process.fedex is not None:
     from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
     process_lib.fedex_client(process)  # validates the space against the client configuration
   name = f.experiment_name or experiment_name(f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
+  options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
+                f.byzantine_fraction, "needs --byzantine_attack other than none")
+  check_paths(f)
   return from_flags(RunConfig, f, task=f.task, task_options=task_options, process=process, loop=loop,
                     workers=tuple(f.workers))
 

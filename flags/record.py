@@ -22,6 +22,14 @@ RECORD = "hparams.cfg"
 DATA_MANIFEST = "data.json"
 NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
                                "rounds_per_checkpoint"})
+# The module whose flags are the project's (absl's and TensorFlow's own are not recorded).
+PROJECT_MODULE = "tff_robust.flags.definitions"
+# Flags naming a place on disk: the same place at the same spot under the output root counts as
+# the same value, so a checkout copied or cloned elsewhere resumes its runs (e.g. docs/runs).
+PATH_FLAGS = frozenset({"data_dir"})
+# Flags added after runs were recorded whose behaviour before then was not today's default: a
+# record that lacks one was made with this value (the matching layers before --rm_layers).
+LEGACY_VALUES = {"rm_layers": "reversed"}
 
 
 def configuration_names(module: str, extending: Iterable[str] = ("rounds",), f=FLAGS) -> list[str]:
@@ -66,14 +74,27 @@ def _show(value: Any) -> str:
 
 def differences(recorded: dict[str, Any], names: Sequence[str], f=FLAGS) -> list[str]:
   """``--name (then A, now B)`` for each configuration flag whose value differs from the record;
-  a flag the record lacks counts as its default (it was unset or did not exist yet)."""
+  a flag the record lacks counts as its default (it was unset or did not exist yet), or as its
+  `LEGACY_VALUES` entry when the behaviour before the flag was another."""
   out = []
   for name in names:
-    then = recorded.get(name, f[name].default)
+    then = recorded.get(name, LEGACY_VALUES.get(name, f[name].default))
     now = f[name].value
-    if then != now:
+    now_root = f["root_output_dir"].value if "root_output_dir" in f else None
+    if then != now and not (name in PATH_FLAGS and same_place(then, now, recorded.get("root_output_dir"),
+                                                              now_root)):
       out.append(f"--{name} (then {_show(then)}, now {_show(now)})")
   return out
+
+
+def same_place(then: Any, now: Any, then_root: Optional[str], now_root: Optional[str]) -> bool:
+  """Two paths are the same place when each lies at the same spot under its output root (the
+  run's own folder tree moved or cloned elsewhere); paths outside the roots must be equal."""
+  if not (isinstance(then, str) and isinstance(now, str) and then_root and now_root):
+    return then == now
+  rel = [os.path.relpath(os.path.abspath(os.path.expanduser(p)), os.path.abspath(os.path.expanduser(r)))
+         for p, r in ((then, then_root), (now, now_root))]
+  return rel[0] == rel[1] and not rel[0].startswith("..")
 
 
 def configuration_hash(names: Sequence[str], f=FLAGS) -> str:
@@ -108,16 +129,18 @@ def bind(run_dir: str, names: Sequence[str], *, chosen: bool, f=FLAGS) -> tuple[
   return fresh, [note]
 
 
-def write_record(run_dir: str, f=FLAGS) -> None:
-  """Writes every flag of the run into ``run_dir/hparams.cfg`` (usable as ``--flagfile``).
+def write_record(run_dir: str, f=FLAGS, module: str = PROJECT_MODULE) -> None:
+  """Writes every flag of the project (``module``'s) into ``run_dir/hparams.cfg`` (usable as
+  ``--flagfile``); absl's and TensorFlow's own flags are not part of a run.
 
   Called only once `bind` has accepted ``run_dir``: the configuration it holds is unchanged,
   only flags such as ``--rounds`` are updated.
   """
   os.makedirs(run_dir, exist_ok=True)
+  lines = [fl.serialize() for fl in sorted(f.get_flags_for_module(module), key=lambda fl: fl.name)]
   tmp = os.path.join(run_dir, RECORD + ".tmp")
   with open(tmp, "w") as fh:
-    fh.write(f.flags_into_string())
+    fh.write("".join(f"{line}\n" for line in lines if line))
   os.replace(tmp, os.path.join(run_dir, RECORD))
 
 

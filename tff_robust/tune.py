@@ -15,8 +15,9 @@ import dataclasses
 import os
 import sys
 
-from tff_robust.common import console
+from tff_robust.common import console, interrupts
 
+interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
 console.quiet_native_logs(sys.argv)
 
 from absl import flags  # noqa: E402
@@ -48,21 +49,35 @@ def main(argv: list[str]) -> None:
   from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
 
   record.write_record(config.study.study_dir)
+  interrupts.set_note(lambda: "during start-up; the same command resumes the study (finished arms and "
+                              "rungs are kept in study.db)")
   print("\n".join([f"study in {config.study.study_dir}", *notes, study.describe(config.study)]),
         flush=True)
-  with tff_runtime(addresses=config.run.workers):
-    runner = arms.FederatedArmRunner(
-        task, config.run.process, config.run.loop, fedex=config.fedex,
-        rm_client_state=config.run.rm_client_state, ah_val_examples=config.run.ah_val_examples,
-        test_every=config.test_every, refine=config.refine)
+  kept = "finished arms and rungs are kept in study.db"
+  with tff_runtime(addresses=config.run.workers), cli.StopRequest() as stop:
+    runner = None
     try:
+      runner = arms.FederatedArmRunner(
+          task, config.run.process, config.run.loop, fedex=config.fedex,
+          rm_client_state=config.run.rm_client_state, ah_val_examples=config.run.ah_val_examples,
+          test_every=config.test_every, refine=config.refine, show=True, stop=stop)
       study.run_study(config.study, runner)
     except loop_lib.CheckpointMismatchError as e:
       cli.fail(str(e))
+    except loop_lib.StoppedError as e:
+      arm, rounds = runner.current
+      print(f"stopped after round {e.round_num}/{rounds} of {study.LABELS[arm.method]} arm {arm.number} "
+            f"({stop.name}); its checkpoint is in {os.path.join(arm.directory, 'checkpoints')}: run the "
+            f"same command to resume that arm at round {e.round_num + 1} ({kept}).", file=sys.stderr, flush=True)
+      sys.exit(128 + stop.signum)
     except KeyboardInterrupt:
-      print("interrupted: run the same command to resume the study (finished arms and rungs are "
-            "kept in study.db, unfinished arms resume from their checkpoints).", file=sys.stderr)
+      where = "before the first arm trained; the same command starts the study"
+      if runner is not None and runner.current is not None:
+        arm, _ = runner.current
+        where = f"in {study.LABELS[arm.method]} arm {arm.number}; {interrupts.resume_phrase(arm.directory)}"
+      print(f"interrupted {where} ({kept}).", file=sys.stderr, flush=True)
       sys.exit(130)
+  interrupts.set_note(lambda: "after the study (its table is written)")
   with open(os.path.join(config.study.study_dir, "table.md")) as f:
     print(f.read(), flush=True)
 

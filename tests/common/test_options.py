@@ -1,6 +1,7 @@
 """One source of defaults: the configs' fields are the flags, and both fail the same way."""
 
 import dataclasses
+import getpass
 import os
 
 import pytest
@@ -9,7 +10,7 @@ from absl import flags
 from tff_robust.algorithms import config
 from tff_robust.algorithms import fedex
 from tff_robust.algorithms import fedex_space
-from tff_robust.common import options
+from tff_robust.common import options, paths
 from tff_robust.flags import definitions
 from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions
@@ -24,7 +25,8 @@ def test_no_flag_cli_builds_the_default_dataclasses():
   assert run.process == config.ProcessConfig()
   assert run.task_options == TaskOptions()
   assert run.loop == LoopConfig(output_dir=run.loop.output_dir)
-  assert run.loop.output_dir == os.path.join("/tmp/tff_robust", "mnist_sgd_s0")
+  assert run.loop.output_dir == os.path.join(paths.default_root(), "mnist_sgd_s0")
+  assert os.path.basename(paths.default_root()) == f"tff_robust-{getpass.getuser()}"  # one per user
   assert (run.rm_client_state, run.ah_val_examples, run.workers) == ("persist", 500, ())
   with_ah = parse("--ah", "--fedex", "--fedex_learning_rate=none")
   assert with_ah.process.ah == config.AHConfig()

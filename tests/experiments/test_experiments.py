@@ -463,7 +463,9 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   proc.send_signal(sig)
   out, err = proc.communicate(timeout=60)
   assert proc.returncode == 130, err
-  assert "run the same command again to resume" in err
+  assert "run the same command again to resume" in err and signal.Signals(sig).name in err
+  assert "Traceback" not in err
+  assert "stopped seed000_mnist_c1.0_iid_fa_s0: no checkpoint yet: the same command starts again at round 1" in out
   assert not any(_alive(p) for p in pids)
   assert len(glob.glob(str(tmp_path / "fake" / "pid_*"))) == 2  # the third run never started
 
@@ -520,3 +522,31 @@ def test_seed000_ah_starts_at_the_tasks_fa_operating_point(task):
   assert ah.ah.init_lr == fa.client.lr
   assert ah.ah.init_steps == fa.client.local_steps
   ah.ah.policy_config()  # raises unless the start lies inside the task's grid
+
+
+def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
+  """A call with a failed or conflicting run writes no table (the previous one stays byte for
+  byte); a call for another method keeps the finished method's column."""
+  fake = script(tmp_path, FAKE_MAIN)  # seed 1 fails
+  tables = tmp_path / "out" / "tables"
+
+  def experiments(*args):
+    proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1",
+                           "--rows=c1.0_iid", f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}",
+                           *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+  first = experiments("--seeds=1", "--methods=FA")
+  assert first.returncode == 0, first.stderr
+  written = {p.name: p.read_bytes() for p in tables.iterdir()}
+  assert "| 1.0 | iid | 50.0 |" in written["seed000_table1.md"].decode()
+  failed = experiments("--seeds=2", "--methods=FA")  # seed 1 fails: exit 1
+  assert failed.returncode == 1 and "not written" in failed.stderr
+  conflict = experiments("--seeds=1", "--methods=FA", "--extra_flags=--client_lr=0.5")
+  assert conflict.returncode == 1 and "conflict" in conflict.stdout
+  assert {p.name: p.read_bytes() for p in tables.iterdir()} == written
+  other = experiments("--seeds=1", "--methods=FA+AH")
+  assert other.returncode == 0, other.stderr
+  md = (tables / "seed000_table1.md").read_text()
+  assert "| C | Data Distribution | FA | FA+AH |" in md and "| 1.0 | iid | 50.0 | 50.0 |" in md

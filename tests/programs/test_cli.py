@@ -222,7 +222,7 @@ def test_default_run_console_has_header_rounds_and_summary(tmp_path):
   # One line per round, with the test metrics on evaluation rounds.
   rounds = [line for line in lines if line.startswith("round ")]
   assert len(rounds) == 2
-  assert re.match(r"round 1/2  loss \d\.\d{4} acc \d\.\d{3}  lr 0\.05 steps 20  10 clients  \d+\.\ds  eta ",
+  assert re.match(r"round 1/2  local train loss \d\.\d{4} acc \d\.\d{3}  lr 0\.05 steps 20  10 clients  \d+\.\ds  eta ",
                   rounds[0]), rounds[0]
   assert re.search(r"\| test loss \d\.\d{4} acc \d\.\d{4}$", rounds[1]), rounds[1]
   # The end: final and best accuracy with the round, wall time, where everything is, the plot.
@@ -234,6 +234,14 @@ def test_default_run_console_has_header_rounds_and_summary(tmp_path):
     assert str(out / name) in tail
   assert f"tensorboard --logdir {out / 'tensorboard'}" in tail
   assert f"-m tff_robust.plot {out / 'curves.png'} run={out} --metrics=train_loss,test_accuracy" in tail
+  # The plot hint is a command that works where the run was started (here: this interpreter).
+  hint = re.search(r"^plot\s+(.+)$", tail, re.M).group(1)
+  plotted = subprocess.run(["bash", "-c", hint], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env=user_env(uuid.uuid4().hex))
+  assert plotted.returncode == 0 and (out / "curves.png").exists(), plotted.stderr[-2000:]
+  # The record holds the project's flags only, not absl's or TensorFlow's own.
+  record = (out / "hparams.cfg").read_text()
+  assert "--client_lr=0.05" in record and "--test_tmpdir" not in record and "--hbm_oom_exit" not in record
   # Quiet: no TensorFlow start-up noise, no absl prefixes, no checkpoint-asset lines.
   assert not proc.stderr.strip(), proc.stderr[-3000:]
   assert "Assets written" not in proc.stdout and not re.search(r"^[IWE]\d{4} ", proc.stdout, re.M)

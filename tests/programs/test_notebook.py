@@ -129,3 +129,26 @@ def test_notebook_code_runs_as_script(tmp_path):
   assert "nothing to install" in proc.stdout
   assert proc.stdout.count(" final: ") == 2 and "NOTEBOOK CHECKS PASSED" in proc.stdout
   assert not workers_with(marker), "a worker_binary outlived the notebook"
+
+
+def test_readme_says_how_to_open_the_notebook_with_the_projects_kernel(tmp_path):
+  """The README's way to open the notebook interactively: the project's environment registered
+  as a Jupyter kernel (ipykernel, a dev dependency), any front end (uvx jupyter-lab)."""
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  assert "python -m ipykernel install --user --name tff_robust" in readme
+  assert "jupyter-lab notebooks/quickstart.ipynb" in readme
+  proc = subprocess.run([sys.executable, "-m", "ipykernel", "install", f"--prefix={tmp_path}",
+                         "--name", "tff_robust"], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  with open(tmp_path / "share" / "jupyter" / "kernels" / "tff_robust" / "kernel.json") as f:
+    spec = json.load(f)
+  assert spec["argv"][0] == sys.executable and "ipykernel_launcher" in spec["argv"]
+
+
+def test_notebook_keeps_the_console_quiet():
+  """The set-up cell silences TensorFlow's C++ start-up lines and the libraries' INFO lines, as
+  `python -m tff_robust.main` does."""
+  setup = next(s for s in code_cells(load()) if "tff_runtime" in s and "import" in s)
+  assert "console.quiet_native_logs(" in setup and "console.configure_logging(0)" in setup
+  assert setup.index("console.quiet_native_logs(") < setup.index("import matplotlib")

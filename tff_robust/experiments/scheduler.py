@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from tff_robust.common import run_lock
+from tff_robust.common import interrupts, run_lock
 from tff_robust.experiments.runs import BUSY, CONFLICT, DONE, Run
 from tff_robust.runtime import children
 
@@ -57,7 +57,7 @@ class RunResult:
 
 def _child_env() -> dict[str, str]:
   env = dict(os.environ)
-  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines stay out of run.log
   path = env.get("PYTHONPATH", "")
   env["PYTHONPATH"] = ROOT + (os.pathsep + path if path else "")
   return env
@@ -106,6 +106,9 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
         if run.status() == BUSY:  # another runner started it meanwhile
           results[run.experiment_name] = _busy(run, echo)
           continue
+        k = interrupts.checkpoint_round(run.output_dir)
+        where = (f" (resuming at round {k + 1})" if k else
+                 " (no checkpoint yet: round 1)" if os.path.exists(run.log_path) else "")
         run.record(python)
         log = open(run.log_path, "ab")
         log.write(f"\n$ {shlex.join(run.command(python))}\n".encode())
@@ -121,8 +124,7 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
           echo(f"FAILED {run.experiment_name}: cannot start {python}: {e}")
           continue
         active[proc] = (run, time.monotonic(), log)
-        echo(f"[{started}/{total}] start {run.experiment_name}"
-             + (" (resuming)" if os.path.isdir(os.path.join(run.output_dir, "checkpoints")) else ""))
+        echo(f"[{started}/{total}] start {run.experiment_name}{where}")
       for proc in [p for p in active if p.poll() is not None]:
         run, t0, log = active.pop(proc)
         log.close()
@@ -140,8 +142,9 @@ def run_all(runs: Sequence[Run], parallel: int = 1, *, python: str = sys.executa
         time.sleep(poll_seconds)
   except BaseException:
     children.stop(list(active), STOP_TIMEOUT)
-    for _, _, log in active.values():
+    for run, _, log in active.values():
       log.close()
+      echo(f"stopped {run.experiment_name}: {interrupts.resume_phrase(run.output_dir)}")
     raise
   return [results[r.experiment_name] for r in runs]
 
@@ -164,9 +167,10 @@ def run_to_exit_code(runs: Sequence[Run], parallel: int = 1, *, python: str = sy
   try:
     with interruptible():
       results = run_all(runs, parallel, python=python, echo=echo)
-  except (KeyboardInterrupt, Terminated):
-    print("interrupted: every started run was stopped; run the same command again to resume.",
-          file=sys.stderr)
+  except (KeyboardInterrupt, Terminated) as e:
+    name = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+    print(f"{name}: interrupted; every started run was stopped (each resumes where its line above "
+          "says): run the same command again to resume.", file=sys.stderr, flush=True)
     return INTERRUPTED
   bad = [r.run.experiment_name for r in results if r.status in ("failed", "conflict")]
   if bad:

@@ -55,5 +55,5 @@ class RunCheckpoints:
     round_num = int(saved["round"])
     if self.theta_store is not None:
       self.theta_store.restore(round_num)
-    logger.info("Resumed from the checkpoint of round %d.", round_num)
+    logger.debug("Resumed from the checkpoint of round %d.", round_num)  # the console says so
     return saved["state"], round_num

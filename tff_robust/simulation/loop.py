@@ -114,6 +114,7 @@ class TrainingLoop:
       self.guard = DivergenceGuard(config.divergence_factor,
                                    lambda state: self._metrics_of(state, guard_data)["loss"])
     self.state = None
+    self.round_num = 0  # the round of ``state``
 
   @property
   def history(self) -> list[dict[str, float]]:
@@ -172,6 +173,7 @@ class TrainingLoop:
     cfg = self.config
     rounds = cfg.rounds if rounds is None else rounds
     state, start = self.checkpoints.restore(self.process.initialize())
+    self.releases.resume_at(start)
     if start > rounds:
       raise CheckpointMismatchError(
           f"the checkpoint in {self.checkpoints.directory} is of round {start}, beyond --rounds={rounds}: "
@@ -196,10 +198,10 @@ class TrainingLoop:
       if stop is not None and stop() and round_num < rounds:
         if not saved:
           self.checkpoints.save(state, round_num)
-        self.state = state
+        self.state, self.round_num = state, round_num
         raise StoppedError(round_num)
       final = metrics
-    self.state = state
+    self.state, self.round_num = state, rounds
     result = {k: v for k, v in final.items() if k.startswith(("test_", "val_"))}
     if not result:
       result = self.evaluate(state)

@@ -3,10 +3,12 @@ managers (grouped, keyed by round), an in-memory history, and one line of the lo
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_robust.simulation.program_io import run_sync
@@ -46,15 +48,42 @@ class RunReleases:
                                           key_fieldname="round"),
         tff.program.TensorBoardReleaseManager(summary_dir=os.path.join(output_dir, "tensorboard")),
         self.memory])
+    self.tensorboard = os.path.join(output_dir, "tensorboard")
     self.log_every = log_every
+
+  def resume_at(self, round_num: int) -> None:
+    """A run resumes after its checkpoint of ``round_num``: the TensorBoard events of later rounds
+    (an earlier start got past that checkpoint before it stopped) are dropped, so each round is
+    one step. metrics.csv needs nothing: its rows are keyed by round and replaced."""
+    for path in glob.glob(os.path.join(self.tensorboard, "events.out.tfevents.*")):
+      drop_events_after(path, round_num)
 
   def release(self, metrics: dict[str, float], round_num: int, rounds: int) -> None:
     run_sync(self.manager.release(metrics, key=round_num))
-    if round_num % self.log_every == 0 or round_num == rounds:
-      logger.info("round %d/%d %s", round_num, rounds,
+    if round_num % self.log_every == 0 or round_num == rounds:  # the console prints the round
+      logger.debug("round %d/%d %s", round_num, rounds,
                   " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k in LOGGED))
 
   @property
   def history(self) -> list[dict[str, float]]:
     """``{"round": t, **metrics}`` of every round released by this object, in order."""
     return [{"round": t, **m} for t, m in sorted(self.memory.values().items())]
+
+
+def drop_events_after(path: str, step: int) -> None:
+  """Rewrites the TensorBoard event file ``path`` without its summaries of steps > ``step``
+  (untouched when it has none; a file cut short by a kill keeps what could be read)."""
+  events = []
+  try:
+    for record in tf.data.TFRecordDataset(path):
+      events.append(tf.compat.v1.Event.FromString(record.numpy()))
+  except tf.errors.DataLossError:  # the last record was being written when the run was killed
+    pass
+  kept = [e for e in events if not (e.HasField("summary") and e.step > step)]
+  if len(kept) == len(events):
+    return
+  tmp = path + ".tmp"
+  with tf.io.TFRecordWriter(tmp) as writer:
+    for e in kept:
+      writer.write(e.SerializeToString())
+  os.replace(tmp, path)

@@ -14,11 +14,13 @@ that rest for θ's update (`client_data.split_validation`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Optional
 
 from tff_robust.algorithms import server_opt
 from tff_robust.algorithms.config import FedExConfig, ProcessConfig
-from tff_robust.simulation.loop import LoopConfig, TrainingLoop, build_training_loop
+from tff_robust.common import console, interrupts
+from tff_robust.simulation.loop import LoopConfig, StoppedError, TrainingLoop, build_training_loop
 from tff_robust.tasks.base import Task
 from tff_robust.tuning import federated_eval
 from tff_robust.tuning import study
@@ -64,12 +66,24 @@ def arm_fedex(fedex: Optional[FedExConfig], params: dict, fedex_arm: bool) -> Op
   return dataclasses.replace(fedex, options=options, center=local)
 
 
+def describe_arm(arm: Arm, rounds: int) -> str:
+  """``arm      RS 2 to round 9: server_lr 1.18, ...`` (the header of an arm's round lines)."""
+  params = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in arm.params.items())
+  return f"arm      {study.LABELS[arm.method]} {arm.number} to round {rounds}: {params}"
+
+
 class FederatedArmRunner:
-  """Trains arms with `TrainingLoop` and scores them on the clients' own data (seed 002)."""
+  """Trains arms with `TrainingLoop` and scores them on the clients' own data (seed 002).
+
+  With ``console`` each arm's training prints its header and a line per round (as `main`'s);
+  ``stop`` is `TrainingLoop.run`'s: a stopped arm raises `loop.StoppedError` after saving its
+  round. ``current`` is the arm being trained (what a stop message names).
+  """
 
   def __init__(self, task: Task, base: ProcessConfig, loop: LoopConfig, *,
                fedex: Optional[FedExConfig], rm_client_state: str = "reset",
-               ah_val_examples: int = 500, test_every: int = 5, refine: str = "most_likely"):
+               ah_val_examples: int = 500, test_every: int = 5, refine: str = "most_likely",
+               show: bool = False, stop: Optional[Callable[[], bool]] = None):
     federated_eval.refine_theta([1.0], refine)  # validates ``refine``
     self.splits = federated_eval.ClientSplits(task.train, test_every, loop.client_val_every)
     self.task = dataclasses.replace(task, train=self.splits.training_data())
@@ -78,6 +92,8 @@ class FederatedArmRunner:
     self.rm_client_state, self.ah_val_examples, self.refine = rm_client_state, ah_val_examples, refine
     self._loops: dict[tuple[str, int], TrainingLoop] = {}
     self._evaluator: Optional[federated_eval.FederatedEvaluator] = None
+    self.show, self.stop = show, stop
+    self.current: Optional[tuple[Arm, int]] = None
 
   def config_of(self, arm: Arm) -> ProcessConfig:
     return arm_process_config(self.base, arm.params, arm_fedex(self.fedex, arm.params, arm.fedex))
@@ -85,13 +101,24 @@ class FederatedArmRunner:
   def _run(self, arm: Arm, rounds: int) -> TrainingLoop:
     """Trains (or resumes) the arm to ``rounds`` rounds; the same process serves every rung."""
     key = (arm.method, arm.number)
+    if self.stop is not None and self.stop():  # asked to stop between two arms (or rungs)
+      self.current = (arm, rounds)
+      raise StoppedError(interrupts.checkpoint_round(arm.directory))
     if key not in self._loops:
       loop_config = dataclasses.replace(self.loop, output_dir=arm.directory, rounds=rounds)
       self._loops[key] = build_training_loop(self.task, self.config_of(arm), loop_config,
                                              rm_client_state=self.rm_client_state,
                                              ah_val_examples=self.ah_val_examples)
     training = self._loops[key]
-    training.run(rounds=rounds)
+    if training.state is not None and training.round_num == rounds:  # trained to it just now
+      return training
+    self.current = (arm, rounds)
+    progress = console.RunConsole([describe_arm(arm, rounds)], rounds) if self.show else None
+    try:
+      training.run(rounds=rounds, progress=progress, stop=self.stop)
+    finally:
+      if progress is not None:
+        progress.close()
     return training
 
   def _pooled(self, training: TrainingLoop, part: str) -> dict[str, float]:

@@ -39,7 +39,7 @@ import numpy as np
 import optuna
 
 from tff_robust.algorithms import fedex_space, search_space
-from tff_robust.common import markdown
+from tff_robust.common import console, markdown
 from tff_robust.tuning import sha
 
 logger = logging.getLogger("tff_robust")
@@ -259,8 +259,8 @@ def run_method(config: StudyConfig, method: str, runner: ArmRunner) -> MethodRes
       if trial.state == optuna.trial.TrialState.RUNNING:
         optuna.trial.Trial(study, trial._trial_id).report(loss, budget)  # pylint: disable=protected-access
       scores[str(number)] = loss
-      logger.info("%s arm %d: %d rounds, validation loss %.4g, %s", method, number, budget, loss,
-                  arms[number].params)
+      logger.info("arm      %s %d: validation loss %.4g after %s", LABELS[method], number, loss,
+                  console.plural(budget, "round"))
     last = rung.index == len(schedule) - 1
     keep = 1 if last else schedule[rung.index + 1].num_arms
     survivors = [int(n) for n in sha.promote(scores, keep)]
@@ -347,7 +347,8 @@ def describe(config: StudyConfig) -> str:
   lines = []
   for m in config.methods:
     s = config.schedule(m)
-    rungs = ", ".join(f"{r.num_arms} arms → {r.budget_rounds} rounds" for r in s)
-    lines.append(f"{LABELS[m]}: {rungs} (total {sha.total_rounds(s)} rounds)")
+    rungs = ", ".join(f"{console.plural(r.num_arms, 'arm')} → {console.plural(r.budget_rounds, 'round')}"
+                      for r in s)
+    lines.append(f"{LABELS[m]}: {rungs} (total {console.plural(sha.total_rounds(s), 'round')})")
   return "\n".join(lines)
 

