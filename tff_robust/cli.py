@@ -14,6 +14,7 @@ from absl import app
 from absl import flags
 
 from tff_robust import tasks
+from tff_robust.common import interrupts
 from tff_robust.tasks.base import DataMissingError, Task
 
 T = TypeVar("T")
@@ -151,6 +152,7 @@ class StopRequest:
   def __init__(self):
     self.signum = 0
     self._previous: dict[int, Any] = {}
+    self._repeats = interrupts.Repeats()
 
   def __call__(self) -> bool:
     return bool(self.signum)
@@ -160,7 +162,10 @@ class StopRequest:
     return signal.Signals(self.signum).name if self.signum else ""
 
   def _handle(self, signum, frame) -> None:  # pylint: disable=unused-argument
-    if self.signum and signum == signal.SIGINT:
+    seen = self._repeats.seen(signum)
+    if seen == "duplicate":  # one Ctrl-C delivered twice (`interrupts.DUPLICATE_SECONDS`)
+      return
+    if seen == "again" and signum == signal.SIGINT:
       raise KeyboardInterrupt
     self.signum = signum
     print(f"\n{signal.Signals(signum).name}: stopping at the end of this round "

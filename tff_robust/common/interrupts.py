@@ -13,9 +13,13 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 CHECKPOINTS = "checkpoints"
+# A second SIGINT this soon after the first is the same Ctrl-C delivered twice: `uv run` without
+# a terminal forwards the Ctrl-C its process group already got to its child 0.2 s later.
+DUPLICATE_SECONDS = 0.5
 _STATE = re.compile(r"^program_state_(\d+)$")  # tff.program.FileProgramStateManager's versions
 
 
@@ -54,6 +58,25 @@ def set_note(note: Callable[[], str]) -> None:
 def note_for_run(run_dir: str) -> None:
   """From now on a signal's line says where ``run_dir`` resumes."""
   set_note(lambda: f"during start-up; {resume_phrase(run_dir)}")
+
+
+class Repeats:
+  """Tells a signal's first arrival, a deliberate repeat, and the same signal delivered twice
+  (`DUPLICATE_SECONDS`)."""
+
+  def __init__(self):
+    self._last: tuple[int, float] | None = None
+
+  def seen(self, signum: int) -> str:
+    """``first``, ``again`` (after an earlier signal) or ``duplicate`` (ignore it)."""
+    now = time.monotonic()
+    last, self._last = self._last, (signum, now)
+    if last is None:
+      return "first"
+    if last[0] == signum and now - last[1] < DUPLICATE_SECONDS:
+      self._last = last
+      return "duplicate"
+    return "again"
 
 
 def _exit(signum: int, frame) -> None:  # pylint: disable=unused-argument

@@ -29,17 +29,20 @@ class Terminated(Exception):
   """SIGTERM arrived while runs were going."""
 
 
-def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
-  raise Terminated()
-
-
 @contextlib.contextmanager
 def interruptible():
   """Inside the block SIGINT raises KeyboardInterrupt and SIGTERM `Terminated`, so `run_all` stops
   every started run; also in a process started with SIGINT ignored (a background job of a
-  non-interactive shell, as ``nohup ... &`` starts a runner), where Python would not raise it."""
-  previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
-  previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+  non-interactive shell, as ``nohup ... &`` starts a runner), where Python would not raise it.
+  A signal delivered twice (`interrupts.DUPLICATE_SECONDS`) counts once."""
+  repeats = interrupts.Repeats()
+
+  def handle(signum, frame):  # pylint: disable=unused-argument
+    if repeats.seen(signum) != "duplicate":
+      raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+  previous_term = signal.signal(signal.SIGTERM, handle)
+  previous_int = signal.signal(signal.SIGINT, handle)
   try:
     yield
   finally:
