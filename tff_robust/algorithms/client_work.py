@@ -290,7 +290,7 @@ class ClientTrainer:
         pre_loss, _, _, pre_count = evaluation.evaluate(
             model, data.batch(cfg.batch_size).take(self.pre_eval_batches), models.loss_fn, None)
 
-      num_examples = data.reduce(zero, lambda c, _: c + 1.0)
+      num_examples = evaluation.count_examples(data)  # not a pass over the data when known
       batch = tf.cast(hp["batch_size"], tf.int64)
       if cfg.local_steps > 0:
         batches = data.repeat().batch(batch).take(tf.cast(hp["local_steps"], tf.int64))
@@ -350,21 +350,19 @@ class ClientTrainer:
         var.assign_sub(hp["learning_rate"] * grad)
       return objective
 
-    zero = tf.constant(0.0)
-    loss_sum, correct, predictions, count, steps = zero, zero, zero, zero, zero
-    rm_sums = tf.zeros([len(units)])
-    for x, y in batches:
+    def accumulate(sums: _TrainSums, batch) -> _TrainSums:
+      x, y = batch
       objective = sgd_step(x, y)
       n = tf.cast(tf.shape(objective.logits)[0], tf.float32)
-      loss_sum += objective.task_loss * n
-      rm_sums += objective.terms * n
-      count += n
-      steps += 1.0
-      if acc_fn is not None:
-        c, p = acc_fn(y, objective.logits)
-        correct += c
-        predictions += p
-    return _TrainSums(loss_sum, correct, predictions, count, rm_sums, steps)
+      c, p = acc_fn(y, objective.logits) if acc_fn is not None else (0.0, 0.0)
+      return _TrainSums(sums.loss_sum + objective.task_loss * n, sums.correct + c,
+                        sums.predictions + p, sums.count + n, sums.rm_sums + objective.terms * n,
+                        sums.steps + 1.0)
+
+    # `Dataset.reduce`, as TFF's client loop: a `for` over the batches cost more (performance.md)
+    zero = tf.constant(0.0)
+    return batches.reduce(_TrainSums(zero, zero, zero, zero, tf.zeros([len(units)]), zero),
+                          accumulate)
 
   def _report(self, models: _Models, initial: list, num_examples, pre: tuple, sums: _TrainSums,
               val_sums: tuple, inputs: Unpacked, hp: dict, fedex_index) -> collections.OrderedDict:

@@ -54,6 +54,15 @@ def num_examples(dataset: tf.data.Dataset) -> int:
   return int(dataset.reduce(np.int64(0), lambda c, _: c + 1))
 
 
+def count_examples(dataset: tf.data.Dataset) -> tf.Tensor:
+  """`num_examples` in TF, as float32: the cardinality when tf.data knows it (tensor slices,
+  mapped or shuffled), else one pass counting (a filtered or generated dataset). The pass costs
+  a client of the MNIST 2NN a third of its 20 local steps' CPU (`docs/performance.md`)."""
+  known = tf.data.experimental.cardinality(dataset)  # -1: infinite, -2: unknown
+  return tf.cond(known >= 0, lambda: tf.cast(known, tf.float32),
+                 lambda: dataset.reduce(tf.constant(0.0), lambda c, _: c + 1.0))
+
+
 def _take_positions(dataset: tf.data.Dataset, positions: np.ndarray):
   """The elements at sorted ``positions`` of an unbatched dataset, as numpy arrays."""
   wanted = tf.constant(np.asarray(positions, np.int64))
