@@ -219,3 +219,23 @@ def test_validate_aggregator_checks_without_building():
   aggregation.validate_aggregator("trimmed_mean", trim_fraction=0.1, clip_norm=2.0)
   with pytest.raises(ValueError, match="--trim_fraction=0.7"):
     aggregation.validate_aggregator("median", trim_fraction=0.7)
+
+
+@pytest.mark.parametrize("kind", aggregation.AGGREGATORS)
+def test_unchecked_guard_equals_the_guard_on_finite_values(tff_rt, kind):
+  """``check_nonfinite=False`` (values finite by construction) changes nothing but the work:
+  the same result and measurements, with one aggregation and one client pass fewer."""
+  deltas = make_deltas(5, seed=9)
+  deltas[3] = [t * 1e3 for t in deltas[3]]  # zeroed by the fixed norm
+  weights = [1.0, 2.0, 3.0, 0.5, 4.0]
+  for zeroing in (dict(zeroing_norm=100.0), dict()):  # fixed, adaptive
+    checked = run(kind, deltas, weights, rounds=2, clip_norm=1.0, **zeroing)
+    unchecked = run(kind, deltas, weights, rounds=2, clip_norm=1.0, check_nonfinite=False, **zeroing)
+    for a, b in zip(checked, unchecked):
+      assert_close(b.result, a.result, atol=0)
+      assert dict(b.measurements) == dict(a.measurements)
+  fewer = aggregation.build_aggregator(kind, check_nonfinite=False).create(VALUE_TYPE, WEIGHT_TYPE)
+  full = aggregation.build_aggregator(kind).create(VALUE_TYPE, WEIGHT_TYPE)
+  assert fewer.next.type_signature == full.next.type_signature
+  sums = lambda p: str(p.next.to_building_block()).count("federated_sum")  # noqa: E731
+  assert sums(fewer) == sums(full) - 1

@@ -153,9 +153,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   # ---- the parts: client work, aggregator, server components -----------------------
   rob = config.robust
+  # Without byzantine clients every update is finite when it reaches the aggregator (the client
+  # work sends a non-finite one as a zero delta of weight 0), so its non-finite guard is skipped.
   agg_process = aggregation.build_aggregator(
       rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
-      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm).create(
+      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
+      check_nonfinite=rob.byzantine_attack != "none").create(
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
   client_loss = ah is not None and ah.loss_source == "clients"
