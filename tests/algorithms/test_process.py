@@ -5,6 +5,7 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_robust.algorithms import client_work, evaluation, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
@@ -37,6 +38,30 @@ def test_one_round_is_weighted_fedavg(sgd_process):
     np.testing.assert_allclose(got, w + d, atol=2e-5)
   assert float(out.metrics["num_clients"]) == 3
   assert float(out.metrics["examples_trained"]) == 3 * 4 * 8
+
+
+def test_one_round_equals_tff_build_weighted_fed_avg(tff_rt):
+  """The default process (aggregator and zeroing included) makes TFF's own FedAvg round: client
+  SGD, server SGD at lr 1, one pass over unequal clients so both weight a delta by its examples."""
+  clients = make_clients(sizes=(13, 20, 7))
+  ours = process.build_process(SPEC, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=0, local_epochs=1, batch_size=8), seed=3))
+  data = datasets(clients)
+  batched = [d.batch(8) for d in data]
+
+  def tff_model_fn():
+    return tff.learning.models.from_keras_model(model_fn(), loss=loss_fn(),
+                                                input_spec=batched[0].element_spec)
+  fedavg = tff.learning.algorithms.build_weighted_fed_avg(
+      tff_model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+      server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+  state = ours.initialize()
+  theirs = fedavg.set_model_weights(fedavg.initialize(), ours.get_model_weights(state))
+  got = ours.get_model_weights(ours.next(state, data).state).trainable
+  want = fedavg.get_model_weights(fedavg.next(theirs, batched).state).trainable
+  assert not np.allclose(got[0], ours.get_model_weights(state).trainable[0])
+  for a, b in zip(got, want):
+    np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def test_local_epochs_round_is_weighted_fedavg_over_whole_passes(tff_rt):
