@@ -115,6 +115,13 @@ def test_record_binds_a_directory_to_its_configuration(tmp_path):
   f, _ = _flags("--ah", "--ah_lr_grid=0.01,0.1")  # booleans and lists are compared as values
   diffs = record.differences(record.read_record(run), names)
   assert diffs == ["--ah (then False, now True)", "--ah_lr_grid (then 0.001,0.003,0.01,0.03,0.1,0.3, now 0.01,0.1)"]
+  # A record from before --rm_layers existed was made with the reversed layers, not today's
+  # default: it differs from a run with the default and equals one with --rm_layers=reversed.
+  old = {k: v for k, v in record.read_record(run).items() if k != "rm_layers"}
+  f, _ = _flags("--rounds=3")
+  assert record.differences(old, names) == ["--rm_layers (then reversed, now authors)"]
+  f, _ = _flags("--rounds=3", "--rm_layers=reversed")
+  assert record.differences(old, names) == []
   f.unparse_flags()
 
 
