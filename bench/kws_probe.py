@@ -1,0 +1,119 @@
+"""Where a federated model fails: its head or its features. For each run directory, the global
+model of its last checkpoint is evaluated three ways on the task's test split:
+
+- its own accuracy, and how its argmax predictions spread over the classes;
+- a linear probe: a fresh softmax layer trained (Adam, full batch) on the model's penultimate
+  activations a_{M-1} of ``--probe_train`` pooled training examples, then tested on the test
+  split's a_{M-1}. High probe accuracy with low model accuracy means the features still separate
+  the classes and the failure is in the top layer;
+- the same probe on the same architecture at its initial weights (``--init_seed``), the floor
+  the features have to beat.
+
+    uv run python bench/kws_probe.py docs/runs/kws_rm_check/fa_s0 docs/runs/kws_rm_check/rm_authors_s0
+
+Each run is read with its own ``hparams.cfg`` (its task and data must be where it recorded them;
+``--data_dir`` overrides). Prints a markdown table; ``--json_out`` also writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags as absl_flags
+
+from tff_robust.common import console
+
+console.quiet_native_logs(sys.argv)
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tff_robust import tasks  # noqa: E402
+from tff_robust.flags import definitions  # noqa: E402
+
+definitions.define_flags()
+FLAGS = absl_flags.FLAGS
+absl_flags.DEFINE_integer("probe_train", 6000, "pooled training examples the probe is fitted on")
+absl_flags.DEFINE_integer("probe_steps", 300, "full-batch Adam steps of the probe")
+absl_flags.DEFINE_integer("init_seed", 0, "seed of the initial-weights baseline")
+absl_flags.DEFINE_string("json_out", None, "also write the table's numbers here")
+
+
+def features(model: tf.keras.Sequential, ds: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
+  body = tf.keras.Sequential(model.layers[:-1])
+  xs, ys = [], []
+  for x, y in ds.batch(256):
+    xs.append(body(x, training=False).numpy())
+    ys.append(y.numpy())
+  return np.concatenate(xs), np.concatenate(ys)
+
+
+def probe(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
+          num_classes: int, steps: int) -> float:
+  """Test accuracy of a softmax layer fitted on standardised features (full-batch Adam)."""
+  mean, std = train[0].mean(0), train[0].std(0) + 1e-6
+  x_tr, x_te = (train[0] - mean) / std, (test[0] - mean) / std
+  tf.keras.utils.set_random_seed(0)
+  head = tf.keras.Sequential([tf.keras.Input((x_tr.shape[1],)), tf.keras.layers.Dense(num_classes)])
+  head.compile(tf.keras.optimizers.Adam(0.01),
+               tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"])
+  head.fit(x_tr, train[1], batch_size=len(x_tr), epochs=steps, verbose=0)
+  return float(head.evaluate(x_te, test[1], verbose=0)[1])
+
+
+def global_model(run_dir: str, task) -> tf.keras.Sequential:
+  """The model of ``run_dir``'s last checkpoint (its process rebuilt from the run's flags)."""
+  from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
+  config = definitions.parse()
+  with tff_runtime():
+    training = loop_lib.build_training_loop(task, config.process, config.loop,
+                                            rm_client_state=config.rm_client_state,
+                                            ah_val_examples=config.ah_val_examples)
+    state, round_num = training.checkpoints.restore(training.process.initialize())
+    weights = training.process.get_model_weights(state)
+  model = task.model_fn()
+  weights.assign_weights_to(model)
+  print(f"{run_dir}: round {round_num}", file=sys.stderr)
+  return model
+
+
+def main(argv: list[str]) -> None:
+  rows, override = [], FLAGS.data_dir if FLAGS["data_dir"].present else None
+  for run_dir in argv[1:]:
+    FLAGS.unparse_flags()
+    FLAGS([argv[0], f"--flagfile={os.path.join(run_dir, 'hparams.cfg')}", f"--root_output_dir="
+           f"{os.path.dirname(os.path.abspath(run_dir))}"] + ([f"--data_dir={override}"] if override else []))
+    config = definitions.parse()
+    task = tasks.load_task(config.task, config.task_options)
+    pooled = task.train.create_tf_dataset_from_all_clients().shuffle(100_000, seed=0)
+    train_set = pooled.take(FLAGS.probe_train)
+    model = global_model(run_dir, task)
+    test_x, test_y = features(model, task.test)
+    preds = np.argmax(model.predict(task.test.batch(256), verbose=0), 1)
+    acc = float(np.mean(preds == test_y))
+    share = np.bincount(preds, minlength=task.num_classes) / len(preds)
+    fitted = probe(features(model, train_set), (test_x, test_y), task.num_classes, FLAGS.probe_steps)
+    tf.keras.utils.set_random_seed(FLAGS.init_seed)
+    fresh = task.model_fn()
+    floor = probe(features(fresh, train_set), features(fresh, task.test), task.num_classes,
+                  FLAGS.probe_steps)
+    rows.append({"run": os.path.basename(os.path.normpath(run_dir)), "model_acc": acc,
+                 "top_class_share": float(share.max()), "classes_predicted": int((share > 0).sum()),
+                 "probe_acc": fitted, "probe_acc_init": floor})
+  print("| run | model test acc | largest predicted-class share | classes predicted | probe test acc "
+        "(a_{M-1}) | probe at initial weights |")
+  print("| --- | --- | --- | --- | --- | --- |")
+  for r in rows:
+    print(f"| {r['run']} | {100 * r['model_acc']:.1f} | {100 * r['top_class_share']:.1f} | "
+          f"{r['classes_predicted']} | {100 * r['probe_acc']:.1f} | {100 * r['probe_acc_init']:.1f} |")
+  if FLAGS.json_out:
+    with open(FLAGS.json_out, "w") as f:
+      json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,175 @@
+"""Seed 000 Table 3's discriminating experiment: does representation matching change one-keyword
+clients on the Speech-Commands-sized espeak corpus, and does it reach accuracy?
+
+Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of batch 64, ER;
+`--seed` s; `ARMS` holds each arm's flags):
+  fa                       FA at the flagfile's client lr 0.05 (fa_lr0.01, fa_lr0.2: other rates)
+  rm_authors               FA+RM, the authors' layers and loss: eq. 1's sum x 1e-4
+  rm_authors_w1e-3, _w1e-2 the same at 1e-3 and 1e-2 (the weight's validation grid)
+  rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01
+  rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
+
+Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
+seeds of those arms one after another. The summary reads every `ARM_sS/metrics.csv` under
+`--root`: per arm and round the means over seeds of test / validation accuracy and loss, client
+drift, update norm, the clients' cross-entropy and eq. 1's terms; each arm's seed-paired
+difference to FA ± its standard error at the last round both evaluated; and a PNG of the curves.
+
+    uv run python bench/kws_rm_check.py --root=docs/runs/kws_rm_check --corpus=/tmp/kws_big \\
+        --seeds=2 --rounds=12 --run=fa,rm_authors_w1e-3
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tff_robust import plot  # noqa: E402
+
+BASE = ("--flagfile=flags/seed000_common.cfg", "--flagfile=flags/seed000_kws.cfg",
+        "--flagfile=flags/seed000_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
+        "--rounds_per_eval=2", "--rounds_per_checkpoint=1")
+RM = ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=authors", "--rm_normalize=sum")
+# arm: (label, flags, the FA arm it is paired with: the same client lr)
+ARMS = {
+    "fa": ("FA (lr 0.05)", (), None),
+    "fa_lr0.01": ("FA (lr 0.01)", ("--client_lr=0.01",), "fa"),
+    "fa_lr0.2": ("FA (lr 0.2)", ("--client_lr=0.2",), "fa"),
+    "fa_lr0.5": ("FA (lr 0.5)", ("--client_lr=0.5",), "fa"),
+    "rm_authors": ("FA+RM, authors' layers, 1e-4", RM + ("--rm_weight=1e-4",), "fa"),
+    "rm_authors_w1e-3": ("FA+RM, authors' layers, 1e-3", RM + ("--rm_weight=1e-3",), "fa"),
+    "rm_authors_w1e-2": ("FA+RM, authors' layers, 1e-2", RM + ("--rm_weight=1e-2",), "fa"),
+    "rm_authors_w1e-3_lr0.2": ("FA+RM, authors' layers, 1e-3, lr 0.2",
+                               RM + ("--rm_weight=1e-3", "--client_lr=0.2"), "fa_lr0.2"),
+    "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
+                    ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=reversed"), "fa"),
+}
+COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),
+           ("val_accuracy", "val acc", 100), ("client_drift", "drift", 1),
+           ("update_norm", "update", 1), ("train_loss", "client CE", 1), ("rm_loss", "eq. 1", 1))
+
+
+def command(arm: str, seed: int, rounds: int, root: str, corpus: str) -> list[str]:
+  return [sys.executable, "-m", "tff_robust.main", *BASE, *ARMS[arm][1], f"--seed={seed}",
+          f"--rounds={rounds}", f"--data_dir={corpus}", f"--root_output_dir={root}",
+          f"--experiment_name={arm}_s{seed}"]
+
+
+def read(run_dir: str) -> list[dict[str, float]]:
+  with open(os.path.join(run_dir, "metrics.csv")) as f:
+    return [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
+
+
+def paired(a: list[float], b: list[float]) -> tuple[float, float]:
+  """Mean of the seed-paired differences a - b and its standard error (sample std / √n)."""
+  d = [x - y for x, y in zip(a, b)]
+  m = sum(d) / len(d)
+  se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) if len(d) > 1 else float("nan")
+  return m, se
+
+
+def summary(root: str, seeds: int) -> tuple[str, dict]:
+  """The per-round tables and the paired differences (markdown), and the runs read."""
+  runs: dict[str, dict[int, list]] = {}
+  for arm in ARMS:
+    found = {s: read(os.path.join(root, f"{arm}_s{s}")) for s in range(seeds)
+             if os.path.isfile(os.path.join(root, f"{arm}_s{s}", "metrics.csv"))}
+    if found:
+      runs[arm] = found
+  lines = []
+  for arm, by_seed in runs.items():
+    rs = list(by_seed.values())
+    n = max(len(r) for r in rs)
+    lines += [f"### {ARMS[arm][0]} (seeds {', '.join(map(str, by_seed))}; rounds run: "
+              f"{', '.join(str(len(r)) for r in rs)})", "",
+              "| round | " + " | ".join(c[1] for c in COLUMNS) + " | eq. 1 terms j = 0.. |",
+              "| --- " * (len(COLUMNS) + 2) + "|"]
+    for t in range(n):
+      at = [r[t] for r in rs if len(r) > t]
+      cells = []
+      for key, _, scale in COLUMNS:
+        vals = [row[key] * scale for row in at if key in row]
+        cells.append(f"{sum(vals) / len(vals):.3g}" if vals else "")
+      terms = sorted((k for k in at[0] if k.startswith("rm_loss_")), key=lambda k: int(k[8:]))
+      cells.append(" / ".join(f"{sum(row[k] for row in at) / len(at):.3g}" for k in terms))
+      lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
+    lines.append("")
+  lines += ["### Seed-paired differences to FA at the same client lr", "",
+            "At the last round evaluated by every seed both arms ran to; mean ± standard error of "
+            "the paired differences (± nan: one seed).", ""]
+  for arm, by_seed in runs.items():
+    base = ARMS[arm][2]
+    if base is None or base not in runs:
+      continue
+    common = [s for s in by_seed if s in runs[base]]
+    pairs = [(by_seed[s], runs[base][s]) for s in common]
+    reach = min(min(len(a), len(b)) for a, b in pairs)
+    last = max((t for t in range(reach) if all("test_accuracy" in a[t] and "test_accuracy" in b[t]
+                                                for a, b in pairs)), default=None)
+    if last is None:
+      continue
+    cells = []
+    for key, name, scale in COLUMNS[:4]:
+      m, se = paired([a[last][key] * scale for a, _ in pairs], [b[last][key] * scale for _, b in pairs])
+      cells.append(f"{name} {m:+.3g} ± {se:.2g}")
+    lines.append(f"- {ARMS[arm][0]} − {ARMS[base][0]}, round {last + 1}, seeds "
+                 f"{', '.join(map(str, common))}: " + "; ".join(cells))
+  lines.append("")
+  return "\n".join(lines), {arm: list(by_seed) for arm, by_seed in runs.items()}
+
+
+def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
+  """Six panels, mean over seeds with the seeds' min..max band, one line per arm."""
+  keys = ("test_accuracy", "val_loss", "client_drift", "update_norm", "train_loss", "rm_loss")
+  names = ("test accuracy", "validation loss", "client drift ‖w^i − w_t‖", "update norm ‖Δ_t‖",
+           "clients' cross-entropy", "eq. 1 (sum over units, per example)")
+  fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
+  for arm, seeds in arms.items():
+    rs = [plot.read_metrics(os.path.join(root, f"{arm}_s{s}"), need_ah=False) for s in seeds]
+    for ax, key in zip(axes.flat, keys):
+      if key in rs[0]:
+        plot.mean_band(ax, *plot.aligned(rs, key), ARMS[arm][0], color=f"C{list(ARMS).index(arm)}")
+  for ax, name in zip(axes.flat, names):
+    ax.set_title(name)
+    ax.set_xlabel("round")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  for k in (2, 3, 5):   # a diverged arm would flatten the others
+    axes.flat[k].set_yscale("log")
+  return plot.save(fig, out_png, "KWS (espeak, Speech Commands scale), one keyword per client, C = 1.0",
+                   dpi=100)
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--root", default="docs/runs/kws_rm_check")
+  p.add_argument("--corpus", default=None, help="the espeak corpus folder (built by tasks.espeak_corpus)")
+  p.add_argument("--seeds", type=int, default=2)
+  p.add_argument("--rounds", type=int, default=12)
+  p.add_argument("--run", default="", help="comma-separated arms whose missing seeds to run first")
+  p.add_argument("--png", default="docs/kws_rm_check.png")
+  a = p.parse_args()
+  for arm in filter(None, a.run.split(",")):
+    if not a.corpus or arm not in ARMS:
+      p.error(f"--run needs --corpus=DIR and arms from {', '.join(ARMS)}")
+    for s in range(a.seeds):
+      if not os.path.exists(os.path.join(a.root, f"{arm}_s{s}", "final_metrics.json")):
+        subprocess.run(command(arm, s, a.rounds, a.root, a.corpus), check=True)
+  text, runs = summary(a.root, a.seeds)
+  with open(os.path.join(a.root, "summary.md"), "w") as f:
+    f.write(text + "\n")
+  print(text)
+  print(draw(a.png, a.root, runs))
+
+
+if __name__ == "__main__":
+  main()
