@@ -3,11 +3,15 @@
 Each method is one round of the learning process with a single client (AH
 includes its server-side work: sampling h_t, the loss of the new model on the
 server validation set and the ψ update). All methods run in one process, rounds
-interleaved method by method, so the ratios to FA share the machine's state.
+interleaved method by method, so the ratios to FA share the machine's state; the first
+``--warmup`` rounds of each are discarded and the series runs ``--repetitions`` times.
 AH's steps are pinned to 30 (a one-point steps grid) so every method does the
-same SGD work.
+same SGD work. Each cell: median [q1, q3] seconds, the ratio of medians to FA with the
+median [q1, q3] of the round-by-round ratios, the ratio of CPU seconds per round (this
+process and its TFF worker: it moves less with the machine's load) and the ratio of one local
+step's floating-point operations (ops).
 
-    uv run python bench/client_time.py --tasks=mnist,cifar10 --rounds=20
+    uv run python bench/client_time.py --tasks=mnist,cifar10 --rounds=30
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -24,6 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import ops as ops_lib  # noqa: E402
+
+import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
 from tff_robust.algorithms import client_work, evaluation, matching, process  # noqa: E402
@@ -64,7 +69,7 @@ def step_flops(spec: client_work.ModelSpec, cfg: ClientConfig, batch: int) -> in
     frozen = spec.model_fn()
     matcher = matching.RepresentationMatcher(model, 0, cfg.rm_top_source, cfg.rm_layers)
   models = types.SimpleNamespace(model=model, frozen=frozen, matcher=matcher, loss_fn=spec.loss_fn())
-  x_spec, y_spec = (tf.TensorSpec([batch, *s.shape[1:]], s.dtype) for s in spec.element_spec)
+  x_spec, y_spec = (tf.TensorSpec([batch, *s.shape], s.dtype) for s in spec.element_spec)  # unbatched
   initial = [tf.identity(v) for v in model.trainable_variables]
   prox = tf.constant(cfg.wd_mu) if cfg.wd_mu > 0 else None
 
@@ -111,20 +116,22 @@ def main() -> None:
   parser.add_argument("--tasks", default="mnist,cifar10")
   parser.add_argument("--steps", type=int, default=30)
   parser.add_argument("--batch_size", type=int, default=64)
-  parser.add_argument("--rounds", type=int, default=20)
+  parser.add_argument("--rounds", type=int, default=30, help="timed rounds per repetition")
+  parser.add_argument("--warmup", type=int, default=3, help="rounds run first and discarded")
+  parser.add_argument("--repetitions", type=int, default=2)
   parser.add_argument("--ah_val_examples", type=int, default=500)
   parser.add_argument("--data_dir", default=None, help="speech_commands folder")
   parser.add_argument("--json_out", default=None, help="also write the medians and ratios here")
   args = parser.parse_args()
-  out = {"steps": args.steps, "batch_size": args.batch_size, "rounds": args.rounds, "tasks": {}}
+  out = {"steps": args.steps, "batch_size": args.batch_size, "rounds": args.rounds,
+         "warmup": args.warmup, "repetitions": args.repetitions, "tasks": {}}
 
-  print(f"one client, {args.steps} SGD steps at batch {args.batch_size}; median (std) seconds "
-        f"over {args.rounds} rounds, time ratio to FA and (ops ×) the ratio of one local step's "
-        f"floating-point operations (TF's per-op statistics); AH validation set "
-        f"{args.ah_val_examples} examples")
-  print("| task | " + " | ".join(METHODS) + " |")
-  print("| --- |" + " --- |" * len(METHODS))
-  with tff_runtime():
+  print(f"one client, {args.steps} SGD steps at batch {args.batch_size}; {args.repetitions} "
+        f"repetitions of {args.rounds} interleaved rounds after {args.warmup} discarded; per cell: "
+        f"median [q1, q3] seconds, ×time ratio to FA (round by round: median [q1, q3]), cpu × "
+        f"the ratio of CPU seconds, ops × the ratio of one local step's floating-point operations "
+        f"(TF's per-op statistics); AH validation set {args.ah_val_examples} examples")
+  with tff_runtime() as runtime:
     for name in args.tasks.split(","):
       task = load(name, args.data_dir)
       spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
@@ -133,31 +140,50 @@ def main() -> None:
       data = [task.train.create_tf_dataset_for_client(cid)]
       val = evaluation.sample_examples(task.train.create_tf_dataset_for_client(cid),
                                        args.ah_val_examples, seed=0)
-      runs = {}
-      for method in METHODS:
-        p = process.build_process(spec, config(method, args.steps, args.batch_size, 0.01),
-                                  rm_client_state="reset", server_val=val)
-        state = p.initialize()
-        state = p.next(state, data).state  # warm-up
-        runs[method] = [p, state, []]
-      for _ in range(args.rounds):
-        for method in METHODS:
-          p, state, times = runs[method]
-          t0 = time.perf_counter()
-          runs[method][1] = p.next(state, data).state
-          times.append(time.perf_counter() - t0)
-      med = {m: statistics.median(r[2]) for m, r in runs.items()}
+      steps = {method: _round_step(spec, config(method, args.steps, args.batch_size, 0.01), data, val)
+               for method in METHODS}
+      reps = [timing.interleaved(steps, args.rounds, args.warmup, runtime.worker_pids)
+              for _ in range(args.repetitions)]
       flops = {m: step_flops(spec, config(m, args.steps, args.batch_size, 0.01).client,
                              args.batch_size) for m in METHODS}
-      cells = [f"{med[m]:.3f} ({statistics.pstdev(runs[m][2]):.3f}) ×{med[m] / med['FA']:.2f} "
-               f"(ops ×{flops[m] / flops['FA']:.2f})" for m in METHODS]
-      print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
-      out["tasks"][name] = {m: {"median": med[m], "std": statistics.pstdev(runs[m][2]),
-                                "ratio_to_fa": med[m] / med["FA"], "step_flops": flops[m],
+      print(f"\n{name}:\n| repetition | " + " | ".join(METHODS) + " |")
+      print("| --- |" + " --- |" * len(METHODS))
+      for i, rep in enumerate(reps, 1):
+        print(f"| {i} | " + " | ".join(_cell(rep, m, flops) for m in METHODS) + " |", flush=True)
+      pooled = {m: [x for rep in reps for x in rep[m].wall] for m in METHODS}
+      med = {m: statistics.median(v) for m, v in pooled.items()}
+      out["tasks"][name] = {m: {"median": med[m], "std": statistics.pstdev(pooled[m]),
+                                "iqr": timing.summary(timing.Times(pooled[m], []))["iqr"],
+                                "ratio_to_fa": med[m] / med["FA"],
+                                "ratio_to_fa_by_repetition": [
+                                    statistics.median(rep[m].wall) / statistics.median(rep["FA"].wall)
+                                    for rep in reps],
+                                "cpu_ratio_to_fa": sum(sum(rep[m].cpu) for rep in reps)
+                                / sum(sum(rep["FA"].cpu) for rep in reps),
+                                "step_flops": flops[m],
                                 "ops_ratio_to_fa": flops[m] / flops["FA"]} for m in METHODS}
   if args.json_out:
     with open(args.json_out, "w") as f:
       json.dump(out, f, indent=1)
+
+
+def _round_step(spec: client_work.ModelSpec, cfg: ProcessConfig, data: list, val):
+  """One round of a method's process per call, its state carried from call to call."""
+  p = process.build_process(spec, cfg, rm_client_state="reset", server_val=val)
+  state = [p.initialize()]
+
+  def step():
+    state[0] = p.next(state[0], data).state
+  return step
+
+
+def _cell(rep: dict, method: str, flops: dict) -> str:
+  """``median [q1, q3] ×ratio (paired median [q1, q3]) cpu ×c ops ×o`` of one repetition."""
+  t, fa = rep[method], rep["FA"]
+  ratio = statistics.median(t.wall) / statistics.median(fa.wall)
+  q1, q2, q3 = timing.quartiles(timing.paired_ratios(t.wall, fa.wall))
+  return (f"{timing.fmt_quartiles(t.wall)} ×{ratio:.2f} ({q2:.2f} [{q1:.2f}, {q3:.2f}]) "
+          f"cpu ×{sum(t.cpu) / sum(fa.cpu):.2f} ops ×{flops[method] / flops['FA']:.2f}")
 
 
 if __name__ == "__main__":

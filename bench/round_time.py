@@ -2,10 +2,14 @@
 
 All three run the same clients, the same K SGD steps of batch B per client and
 the same server step (SGD, lr 1), in one process so the ratios share the
-machine's state; the rounds of the two TFF processes alternate. The plain loop is the
-limit: the same SGD steps with no federated runtime at all.
+machine's state; their rounds alternate (round r of each, then r + 1), the first
+``--warmup`` rounds of each are discarded, and the whole series runs ``--repetitions`` times.
+Per repetition: each step's median seconds with its interquartile range, the ratio of the
+medians, the median [IQR] of the round-by-round ratios, and the ratio of CPU seconds per
+round (this process and its TFF worker; it moves far less with the machine's load than wall
+time). The plain loop is the limit: the same SGD steps with no federated runtime at all.
 
-    uv run python bench/round_time.py --task=mnist --rounds=10
+    uv run python bench/round_time.py --task=mnist --rounds=30
 """
 
 from __future__ import annotations
@@ -14,33 +18,19 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
+
+import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
 from tff_robust.algorithms import client_work, process  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
-
-
-def _time_rounds(steps: dict, rounds: int) -> dict[str, list[float]]:
-  """Seconds per round of each step, rounds interleaved (round r of every step, then r + 1) so
-  that the machine's drift over the run falls on every step alike."""
-  for step in steps.values():
-    step()  # warm-up (tracing, worker start-up)
-  times: dict[str, list[float]] = {name: [] for name in steps}
-  for _ in range(rounds):
-    for name, step in steps.items():
-      t0 = time.perf_counter()
-      step()
-      times[name].append(time.perf_counter() - t0)
-  return times
 
 
 def main() -> None:
@@ -51,7 +41,9 @@ def main() -> None:
   parser.add_argument("--steps", type=int, default=20)
   parser.add_argument("--batch_size", type=int, default=64)
   parser.add_argument("--lr", type=float, default=0.05)
-  parser.add_argument("--rounds", type=int, default=10)
+  parser.add_argument("--rounds", type=int, default=30, help="timed rounds per repetition")
+  parser.add_argument("--warmup", type=int, default=3, help="rounds run first and discarded")
+  parser.add_argument("--repetitions", type=int, default=2)
   parser.add_argument("--json_out", default=None, help="also write the medians and ratios here")
   args = parser.parse_args()
 
@@ -62,8 +54,8 @@ def main() -> None:
   batched = [d.repeat().batch(args.batch_size).take(args.steps) for d in raw]
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
-  results = {}
-  with tff_runtime():
+  reps = []
+  with tff_runtime() as runtime:
     # tff_robust process.
     ours = process.build_process(spec, ProcessConfig(
         client=ClientConfig(lr=args.lr, local_steps=args.steps, batch_size=args.batch_size),
@@ -85,9 +77,54 @@ def main() -> None:
 
     def tff_step():
       tstate[0] = fedavg.next(tstate[0], batched).state
-    results.update(_time_rounds({"tff_robust": ours_step, "tff_fedavg": tff_step}, args.rounds))
 
-  # Plain TF: the same SGD steps, clients one after another, no federated runtime.
+    plain_step = _plain_tf(task, batched, args.lr)  # its model made after TFF's tracing
+    steps = {"tff_robust": ours_step, "tff_fedavg": tff_step, "plain_tf": plain_step}
+    for _ in range(args.repetitions):
+      reps.append(timing.interleaved(steps, args.rounds, args.warmup, runtime.worker_pids))
+
+  print(f"task={args.task} clients={len(cids)} steps={args.steps} batch={args.batch_size}: "
+        f"{args.repetitions} repetitions of {args.rounds} interleaved rounds after {args.warmup} "
+        f"discarded; seconds per round, median [q1, q3]")
+  out_reps = []
+  for i, rep in enumerate(reps, 1):
+    print(f"repetition {i}:")
+    for name, t in rep.items():
+      print(f"  {name:12s} {timing.fmt_quartiles(t.wall)} s  cpu {statistics.fmean(t.cpu):.3f} s")
+    out_reps.append(_ratios(rep))
+    for den in ("tff_fedavg", "plain_tf"):
+      r = out_reps[-1][den]
+      print(f"  tff_robust / {den:10s}: medians {r['median_ratio']:.3f}, round by round "
+            f"{r['paired']:.3f} [{r['paired_q1']:.3f}, {r['paired_q3']:.3f}], cpu {r['cpu_ratio']:.3f}")
+  pooled = {name: [x for rep in reps for x in rep[name].wall] for name in reps[0]}
+  med = {k: statistics.median(v) for k, v in pooled.items()}
+  print("ratio tff_robust / tff_fedavg per repetition (medians): "
+        + ", ".join(f"{r['tff_fedavg']['median_ratio']:.3f}" for r in out_reps))
+  if args.json_out:
+    with open(args.json_out, "w") as f:
+      json.dump({"task": args.task, "clients": len(cids), "steps": args.steps,
+                 "batch_size": args.batch_size, "rounds": args.rounds, "warmup": args.warmup,
+                 "median_seconds": med,
+                 "ratio_to_tff_fedavg": med["tff_robust"] / med["tff_fedavg"],
+                 "ratio_to_plain_tf": med["tff_robust"] / med["plain_tf"],
+                 "repetitions": [{"seconds": {k: timing.summary(t) for k, t in rep.items()},
+                                  "ratios": r} for rep, r in zip(reps, out_reps)]}, f, indent=1)
+
+
+def _ratios(rep: dict) -> dict:
+  """tff_robust over each other step: ratio of medians, round-by-round ratios, CPU ratio."""
+  out = {}
+  for den in ("tff_fedavg", "plain_tf"):
+    paired = timing.paired_ratios(rep["tff_robust"].wall, rep[den].wall)
+    q1, q2, q3 = timing.quartiles(paired)
+    out[den] = {"median_ratio": statistics.median(rep["tff_robust"].wall) / statistics.median(rep[den].wall),
+                "paired": q2, "paired_q1": q1, "paired_q3": q3,
+                "cpu_ratio": sum(rep["tff_robust"].cpu) / sum(rep[den].cpu)}
+  return out
+
+
+def _plain_tf(task, batched: list, lr: float):
+  """Plain TF: the same SGD steps, clients one after another, no federated runtime."""
   model = task.model_fn()
   loss_fn = task.loss_fn()
   global_w = [tf.Variable(v) for v in model.trainable_variables]
@@ -100,28 +137,14 @@ def main() -> None:
       with tf.GradientTape() as tape:
         loss = loss_fn(y, model(x, training=True))
       for v, g in zip(model.trainable_variables, tape.gradient(loss, model.trainable_variables)):
-        v.assign_sub(args.lr * g)
+        v.assign_sub(lr * g)
     return [v - g for v, g in zip(model.trainable_variables, global_w)]
 
   def plain_step():
     deltas = [client(ds) for ds in batched]
     for i, g in enumerate(global_w):
       g.assign_add(tf.add_n([d[i] for d in deltas]) / len(deltas))
-  results.update(_time_rounds({"plain_tf": plain_step}, args.rounds))
-
-  med = {k: statistics.median(v) for k, v in results.items()}
-  print(f"task={args.task} clients={len(cids)} steps={args.steps} batch={args.batch_size} "
-        f"rounds={args.rounds} (median seconds per round)")
-  for k, v in med.items():
-    print(f"  {k:12s} {v:.3f}s  (min {min(results[k]):.3f}, max {max(results[k]):.3f})")
-  print(f"  ratio tff_robust / tff_fedavg = {med['tff_robust'] / med['tff_fedavg']:.2f}")
-  print(f"  ratio tff_robust / plain_tf   = {med['tff_robust'] / med['plain_tf']:.2f}")
-  if args.json_out:
-    with open(args.json_out, "w") as f:
-      json.dump({"task": args.task, "clients": len(cids), "steps": args.steps,
-                 "batch_size": args.batch_size, "rounds": args.rounds, "median_seconds": med,
-                 "ratio_to_tff_fedavg": med["tff_robust"] / med["tff_fedavg"],
-                 "ratio_to_plain_tf": med["tff_robust"] / med["plain_tf"]}, f, indent=1)
+  return plain_step
 
 
 if __name__ == "__main__":

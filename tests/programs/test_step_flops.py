@@ -31,7 +31,7 @@ def test_step_flops_of_a_dense_layer_by_hand():
   and f_0 = Linear(2 → 6) forward, its input gradient (g·θ^T) and θ's gradient add 4 more."""
   model_fn = lambda: tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(2)])
   spec = client_work.ModelSpec(model_fn, lambda: tf.keras.losses.SparseCategoricalCrossentropy(
-      from_logits=True), None, (tf.TensorSpec([None, 6]), tf.TensorSpec([None], tf.int32)))
+      from_logits=True), None, (tf.TensorSpec([6]), tf.TensorSpec([], tf.int32)))  # one example
   matmul = 2 * 8 * 6 * 2
   fa = client_time.step_flops(spec, ClientConfig(), 8)
   assert matmul * 2 <= fa < matmul * 2 + 200   # + the element-wise ops of the loss
