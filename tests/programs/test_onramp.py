@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from tff_robust import cli
 from tff_robust.common import console, paths
 
 from helpers.flag_parse import parse
@@ -54,13 +55,18 @@ def test_root_output_dir_that_is_a_file_exits_2(tmp_path, a_file, command):
   assert sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
-def test_paths_that_cannot_be_created_or_read_exit_2(tmp_path, a_file):
-  line = _one_error_line(_module("tff_robust.main", f"--root_output_dir={a_file}/runs"))
-  assert f"{a_file} is a file, so the directory cannot be created" in line
-  line = _one_error_line(_module("tff_robust.main", f"--data_dir={tmp_path / 'nowhere'}", "--task=emnist_cr",
-                                 f"--root_output_dir={tmp_path / 'out'}"))
-  assert "--data_dir=" in line and "no such directory" in line and "--task=mnist" in line
-  assert not (tmp_path / "out").exists()
+def test_paths_that_cannot_be_created_or_read_are_refused(tmp_path, a_file):
+  """The checks `main` and `tune` make before loading (their exit 2 and one line: above)."""
+  with pytest.raises(ValueError, match=f"--root_output_dir='{a_file}/runs' is not valid: {a_file} is a file, "
+                                       "so the directory cannot be created"):
+    parse(f"--root_output_dir={a_file}/runs")
+  with pytest.raises(ValueError, match="--root_output_dir='/proc/nope' is not valid: cannot create it in /proc"):
+    parse("--root_output_dir=/proc/nope")
+  with pytest.raises(ValueError, match=f"--data_dir='{tmp_path / 'nowhere'}' is not valid: no such directory"):
+    parse(f"--data_dir={tmp_path / 'nowhere'}", f"--root_output_dir={tmp_path / 'out'}")
+  with pytest.raises(ValueError, match=f"--experiment_name='a_file' is not valid: {a_file} is a file"):
+    parse("--experiment_name=a_file", f"--root_output_dir={tmp_path}")
+  assert not (tmp_path / "out").exists() and sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
 @pytest.mark.parametrize("flag", ["--root_output_dir", "--out_dir", "--data_dir"])
@@ -84,9 +90,15 @@ def test_a_flagfile_error_names_file_and_line(tmp_path):
   flagfile.write_text("--rounds=3\n# a comment\n--client_lr=abc\n")
   line = _one_error_line(_module("tff_robust.main", f"--flagfile={flagfile}", f"--root_output_dir={tmp_path}"))
   assert "--client_lr=abc" in line and f"(set in {flagfile} line 3)" in line
-  flagfile.write_text("--rounds=3\n--server_opt=adamw\n")
-  line = _one_error_line(_module("tff_robust.main", f"--flagfile={flagfile}", f"--root_output_dir={tmp_path}"))
-  assert "--server_opt" in line and f"(set in {flagfile} line 2)" in line
+  # A value the configs refuse, set in a nested flagfile; the command line's setting counts last.
+  inner = tmp_path / "inner.cfg"
+  inner.write_text("--server_opt=adamw\n")
+  flagfile.write_text(f"--rounds=3\n--flagfile={inner}\n")
+  argv = ["main", f"--flagfile={flagfile}"]
+  assert cli.flag_origin("server_opt", argv=argv) == f"{inner} line 1"
+  assert cli.flag_origin("server_opt", argv=argv + ["--server_opt=sgd"]) is None
+  assert cli.flag_origin("rounds", argv=argv) == f"{flagfile} line 1"
+  assert cli.flag_origin(text="rounds=3", argv=["main", f"--flagfile={tmp_path / 'bad.cfg'}"]) is None
 
 
 def test_a_value_out_of_range_is_reported_before_what_it_needs():

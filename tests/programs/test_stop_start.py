@@ -86,6 +86,7 @@ def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
 
 # ---- main: where a rerun starts ---------------------------------------------------------------
 
+@pytest.mark.slow  # main's Ctrl-C is in test_cli's default suite; the wording in test_interrupts
 def test_double_ctrl_c_before_the_first_checkpoint_says_round_1(tmp_path):
   marker = uuid.uuid4().hex
   proc = _start(_main("--rounds=1000", "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000",
