@@ -65,19 +65,18 @@ def probe(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarr
 
 
 def global_model(run_dir: str, task) -> tf.keras.Sequential:
-  """The model of ``run_dir``'s last checkpoint (its process rebuilt from the run's flags)."""
-  from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
-  from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
-  config = definitions.parse()
-  with tff_runtime():
-    training = loop_lib.build_training_loop(task, config.process, config.loop,
-                                            rm_client_state=config.rm_client_state,
-                                            ah_val_examples=config.ah_val_examples)
-    state, round_num = training.checkpoints.restore(training.process.initialize())
-    weights = training.process.get_model_weights(state)
+  """The global model of ``run_dir``'s last checkpoint: the first run of saved leaves whose
+  shapes are the model's weights (the process state leads with its model weights; the server
+  optimizers' slots, which share those shapes, come after them)."""
+  root = os.path.join(run_dir, "checkpoints")
+  last = max(os.listdir(root), key=lambda d: int(d.rsplit("_", 1)[1]))
+  leaves = tf.nest.flatten(tf.saved_model.load(os.path.join(root, last))())
   model = task.model_fn()
-  weights.assign_weights_to(model)
-  print(f"{run_dir}: round {round_num}", file=sys.stderr)
+  want = [tuple(v.shape) for v in model.weights]
+  shapes = [tuple(getattr(x, "shape", ())) for x in leaves]
+  start = next(i for i in range(len(leaves)) if shapes[i:i + len(want)] == want)
+  model.set_weights([np.asarray(x) for x in leaves[start:start + len(want)]])
+  print(f"{run_dir}: {last}", file=sys.stderr)
   return model
 
 
