@@ -3,10 +3,10 @@ clients on the Speech-Commands-sized espeak corpus, and does it reach accuracy?
 
 Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of batch 64, ER;
 `--seed` s; `ARMS` holds each arm's flags):
-  fa                       FA at the flagfile's client lr 0.05 (fa_lr0.01, fa_lr0.2: other rates)
+  fa                       FA at the flagfile's client lr 0.05 (fa_lr0.003 .. fa_lr0.2: other rates)
   rm_authors               FA+RM, the authors' layers and loss: eq. 1's sum x 1e-4
   rm_authors_w1e-3, _w1e-2 the same at 1e-3 and 1e-2 (the weight's validation grid)
-  rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01
+  rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01 (FA's rate chosen on validation)
   rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
 
 Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
@@ -44,12 +44,12 @@ ARMS = {
     "fa": ("FA (lr 0.05)", (), None),
     "fa_lr0.01": ("FA (lr 0.01)", ("--client_lr=0.01",), "fa"),
     "fa_lr0.2": ("FA (lr 0.2)", ("--client_lr=0.2",), "fa"),
-    "fa_lr0.5": ("FA (lr 0.5)", ("--client_lr=0.5",), "fa"),
+    "fa_lr0.003": ("FA (lr 0.003)", ("--client_lr=0.003",), "fa"),
     "rm_authors": ("FA+RM, authors' layers, 1e-4", RM + ("--rm_weight=1e-4",), "fa"),
     "rm_authors_w1e-3": ("FA+RM, authors' layers, 1e-3", RM + ("--rm_weight=1e-3",), "fa"),
     "rm_authors_w1e-2": ("FA+RM, authors' layers, 1e-2", RM + ("--rm_weight=1e-2",), "fa"),
-    "rm_authors_w1e-3_lr0.2": ("FA+RM, authors' layers, 1e-3, lr 0.2",
-                               RM + ("--rm_weight=1e-3", "--client_lr=0.2"), "fa_lr0.2"),
+    "rm_authors_w1e-3_lr0.01": ("FA+RM, authors' layers, 1e-3, lr 0.01",
+                                RM + ("--rm_weight=1e-3", "--client_lr=0.01"), "fa_lr0.01"),
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
                     ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=reversed"), "fa"),
 }
