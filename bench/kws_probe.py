@@ -82,24 +82,24 @@ def global_model(run_dir: str, task) -> tf.keras.Sequential:
 
 def main(argv: list[str]) -> None:
   rows, override = [], FLAGS.data_dir if FLAGS["data_dir"].present else None
-  for run_dir in argv[1:]:
+  json_out, train_n, steps, init_seed = FLAGS.json_out, FLAGS.probe_train, FLAGS.probe_steps, FLAGS.init_seed
+  for run_dir in argv[1:]:  # each run re-parses the flags from its own record
     FLAGS.unparse_flags()
     FLAGS([argv[0], f"--flagfile={os.path.join(run_dir, 'hparams.cfg')}", f"--root_output_dir="
            f"{os.path.dirname(os.path.abspath(run_dir))}"] + ([f"--data_dir={override}"] if override else []))
     config = definitions.parse()
     task = tasks.load_task(config.task, config.task_options)
     pooled = task.train.create_tf_dataset_from_all_clients().shuffle(100_000, seed=0)
-    train_set = pooled.take(FLAGS.probe_train)
+    train_set = pooled.take(train_n)
     model = global_model(run_dir, task)
     test_x, test_y = features(model, task.test)
     preds = np.argmax(model.predict(task.test.batch(256), verbose=0), 1)
     acc = float(np.mean(preds == test_y))
     share = np.bincount(preds, minlength=task.num_classes) / len(preds)
-    fitted = probe(features(model, train_set), (test_x, test_y), task.num_classes, FLAGS.probe_steps)
-    tf.keras.utils.set_random_seed(FLAGS.init_seed)
+    fitted = probe(features(model, train_set), (test_x, test_y), task.num_classes, steps)
+    tf.keras.utils.set_random_seed(init_seed)
     fresh = task.model_fn()
-    floor = probe(features(fresh, train_set), features(fresh, task.test), task.num_classes,
-                  FLAGS.probe_steps)
+    floor = probe(features(fresh, train_set), features(fresh, task.test), task.num_classes, steps)
     rows.append({"run": os.path.basename(os.path.normpath(run_dir)), "model_acc": acc,
                  "top_class_share": float(share.max()), "classes_predicted": int((share > 0).sum()),
                  "probe_acc": fitted, "probe_acc_init": floor})
@@ -109,8 +109,8 @@ def main(argv: list[str]) -> None:
   for r in rows:
     print(f"| {r['run']} | {100 * r['model_acc']:.1f} | {100 * r['top_class_share']:.1f} | "
           f"{r['classes_predicted']} | {100 * r['probe_acc']:.1f} | {100 * r['probe_acc_init']:.1f} |")
-  if FLAGS.json_out:
-    with open(FLAGS.json_out, "w") as f:
+  if json_out:
+    with open(json_out, "w") as f:
       json.dump(rows, f, indent=1)
 
 
