@@ -24,7 +24,6 @@ import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import ops as ops_lib  # noqa: E402
 

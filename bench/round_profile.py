@@ -27,13 +27,13 @@ import pstats
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 from tensorflow_federated.python.common_libs import structure  # noqa: E402
 from tensorflow_federated.python.core.backends.native import compiler  # noqa: E402
 from tensorflow_federated.python.core.impl.compiler import building_blocks  # noqa: E402
 
-import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
+import round_time  # noqa: E402  (bench/ is this script's directory on sys.path)
+import timing  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
 from tff_robust.algorithms import client_work, process  # noqa: E402
@@ -123,13 +123,7 @@ def build(args):
       client=ClientConfig(lr=args.lr, local_steps=args.steps, batch_size=args.batch_size),
       server=ServerConfig(opt="sgd", lr=1.0)))
 
-  def tff_model_fn():
-    return tff.learning.models.from_keras_model(
-        task.model_fn(), loss=task.loss_fn(), input_spec=batched[0].element_spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-  theirs = tff.learning.algorithms.build_weighted_fed_avg(
-      tff_model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(args.lr),
-      server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+  theirs = round_time.tff_fedavg(task, batched[0].element_spec, args.lr)
   return {"tff_robust": (ours, raw), "tff_fedavg": (theirs, batched)}
 
 

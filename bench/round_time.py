@@ -33,6 +33,17 @@ from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
 
 
+def tff_fedavg(task, input_spec, lr: float):
+  """TFF's own `build_weighted_fed_avg` of the task's model: client SGD at ``lr``, server SGD at 1."""
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        task.model_fn(), loss=task.loss_fn(), input_spec=input_spec,
+        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+  return tff.learning.algorithms.build_weighted_fed_avg(
+      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(lr),
+      server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--task", default="mnist")
@@ -66,13 +77,7 @@ def main() -> None:
       state[0] = ours.next(state[0], raw).state
 
     # TFF's own weighted FedAvg on the same batches.
-    def tff_model_fn():
-      return tff.learning.models.from_keras_model(
-          task.model_fn(), loss=task.loss_fn(), input_spec=batched[0].element_spec,
-          metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-    fedavg = tff.learning.algorithms.build_weighted_fed_avg(
-        tff_model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(args.lr),
-        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+    fedavg = tff_fedavg(task, batched[0].element_spec, args.lr)
     tstate = [fedavg.initialize()]
 
     def tff_step():
