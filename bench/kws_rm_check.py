@@ -113,16 +113,22 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
     common = [s for s in by_seed if s in runs[base]]
     pairs = [(by_seed[s], runs[base][s]) for s in common]
     reach = min(min(len(a), len(b)) for a, b in pairs)
-    last = max((t for t in range(reach) if all("test_accuracy" in a[t] and "test_accuracy" in b[t]
-                                                for a, b in pairs)), default=None)
-    if last is None:
+    evals = [t for t in range(reach) if all("test_accuracy" in a[t] and "test_accuracy" in b[t]
+                                            for a, b in pairs)]
+    if not evals:
       continue
-    cells = []
+    last, tail = evals[-1], evals[-3:]
+    cells, tails = [], []
     for key, name, scale in COLUMNS[:4]:
       m, se = paired([a[last][key] * scale for a, _ in pairs], [b[last][key] * scale for _, b in pairs])
       cells.append(f"{name} {m:+.3g} ± {se:.2g}")
-    lines.append(f"- {ARMS[arm][0]} − {ARMS[base][0]}, round {last + 1}, seeds "
-                 f"{', '.join(map(str, common))}: " + "; ".join(cells))
+      if key.endswith("accuracy"):  # accuracy near chance swings between evaluations: also the mean
+        mean = lambda r: sum(r[t][key] * scale for t in tail) / len(tail)  # noqa: E731
+        m, se = paired([mean(a) for a, _ in pairs], [mean(b) for _, b in pairs])
+        tails.append(f"{name} {m:+.3g} ± {se:.2g}")
+    lines.append(f"- {ARMS[arm][0]} − {ARMS[base][0]}, seeds {', '.join(map(str, common))}: at round "
+                 f"{last + 1} " + "; ".join(cells) + f"; mean of rounds "
+                 f"{', '.join(str(t + 1) for t in tail)}: " + "; ".join(tails))
   lines.append("")
   return "\n".join(lines), {arm: list(by_seed) for arm, by_seed in runs.items()}
 
