@@ -60,6 +60,12 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rm_w0.3_notop": ("FA+RM", ("--rm_weight=0.3", "--rm_top_source=none")),
     "rm_ah_w0.3_softmax": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=softmax")),
     "rm_ah_w0.3_notop": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=none")),
+    # The authors' matching layers (--rm_layers=authors) on eq. 1's sum, at the authors' 1e-4 and
+    # a decade either side; "rm_reversed_w0.3" is FA+RM's flagfile setting with the earlier layers.
+    "rm_authors_w1e-4": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.0001")),
+    "rm_authors_w1e-3": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.001")),
+    "rm_authors_w1e-2": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.01")),
+    "rm_reversed_w0.3": ("FA+RM", ("--rm_layers=reversed", "--rm_weight=0.3")),
     # Diagnostics, not choices: θ reset every round (Algorithm 1 keeps it), ER off (the seed
     # adds ER to every run).
     "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_client_state=reset")),
@@ -77,6 +83,7 @@ RULES = {
     "θ's rate in FA+RM": ("rm_w0.3", "rm_w0.3_follows"),
     "the top term's source in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_softmax", "rm_ah_w0.3_notop"),
     "the top term's source in FA+RM": ("rm_w0.3", "rm_w0.3_softmax", "rm_w0.3_notop"),
+    "the authors' layers' weight in FA+RM": ("rm_authors_w1e-4", "rm_authors_w1e-3", "rm_authors_w1e-2"),
 }
 METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
 
