@@ -204,8 +204,8 @@ def _plan(model: tf.keras.Model, form: str = "authors") -> _Plan:
 
 
 def check_supported(model: tf.keras.Model, form: str = "authors") -> None:
-  """Raises `UnsupportedLayerError` if RM cannot handle `model` (builds the matcher)."""
-  RepresentationMatcher(model, form=form)
+  """Raises `UnsupportedLayerError` if RM cannot handle `model` (cheap: no variables made)."""
+  _segments(model, 0, "logits", form)
 
 
 def _activation_fn(layer: tf.keras.layers.Layer):
@@ -216,7 +216,8 @@ def _activation_fn(layer: tf.keras.layers.Layer):
 
 
 def _segments(model: tf.keras.Sequential, seed: int, top_source: str, form: str):
-  """The matching layers f_0..f_{M-1} as lists of ops (no variables yet) and θ's init functions."""
+  """The model's plan, the matching layers f_0..f_{M-1} as lists of ops (no variables yet) and
+  θ's init functions."""
   if top_source not in TOP_SOURCES:
     raise ValueError(f"top_source={top_source!r}; valid: {', '.join(TOP_SOURCES)}")
   if form not in LAYER_FORMS:
@@ -250,7 +251,7 @@ def _segments(model: tf.keras.Sequential, seed: int, top_source: str, form: str)
     for op in ops:
       init_fns.extend(op.init_fns())
     segments.append(ops)
-  return segments, init_fns
+  return plan, segments, init_fns
 
 
 class RepresentationMatcher:
@@ -268,8 +269,7 @@ class RepresentationMatcher:
     (``logits``, Fig. 2 as printed), softmax(a_M), whose units stay in [0, 1] however far a
     large step moves the logits, or ``none``: no top term, eq. 1 runs over j < M-1.
     ``form``: which matching layers (`LAYER_FORMS`, see `matching_layers`)."""
-    self._segments, init_fns = _segments(model, seed, top_source, form)
-    self._plan = _plan(model, form)
+    self._plan, self._segments, init_fns = _segments(model, seed, top_source, form)
     self._seed = int(seed)
     self.top_source, self.form = top_source, form
     self._init_fns = init_fns
