@@ -51,7 +51,8 @@ ARMS = {
     "rm_authors_w1e-3_lr0.01": ("FA+RM, authors' layers, 1e-3, lr 0.01",
                                 RM + ("--rm_weight=1e-3", "--client_lr=0.01"), "fa_lr0.01"),
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
-                    ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=reversed"), "fa"),
+                    ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=reversed",
+                     "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
 }
 COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),
            ("val_accuracy", "val acc", 100), ("client_drift", "drift", 1),

@@ -369,7 +369,7 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(extra_flags=("--client_lr=0.5",)))
   other.record(fake)  # made earlier with another client lr: must not be reused
   assert [r.status() for r in runs] == [ex.DONE, ex.PENDING, ex.PENDING, ex.CONFLICT]
-  assert "(then --client_lr=0.5, now -)" in clash.conflict()
+  assert "(then --client_lr=0.5, now --client_lr=0.1)" in clash.conflict()
 
   (tmp_path / "fake" / "expect_two").touch()
   results = ex.run_all(runs, parallel=2, python=fake, echo=lambda m: None)
@@ -421,6 +421,24 @@ def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--client_lr=0.3")))
   assert other.status() == ex.CONFLICT
   assert "now --client_lr=0.3" in other.conflict() and "rounds_per_checkpoint" not in other.conflict()
+
+
+def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_legacy_value(tmp_path):
+  """Flag lists that resolve to the same values (a value repeated, flagfiles composed another
+  way) are one computation; a record lacking a flag added later (--rm_layers) was made with
+  that flag's legacy value (`record.LEGACY_VALUES`), unless its hparams.cfg says otherwise."""
+  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  root = str(tmp_path / "out")
+  ex.Run(cell, 0, root).record(sys.executable)
+  assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--client_lr=0.1",))).conflict() is None
+  assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=reversed",))).conflict() is None
+  authors = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=authors",)))
+  assert "then --rm_layers=reversed, now --rm_layers=authors" in authors.conflict()
+  with open(os.path.join(authors.output_dir, "hparams.cfg"), "w") as f:
+    f.write("--rm_layers=authors\n--client_lr=0.1\n")  # made after the flag existed
+  assert authors.conflict() is None
+  assert "now --rm_layers=reversed" in ex.Run(
+      cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=reversed",))).conflict()
 
 
 def test_rounds_extend_a_finished_run_as_in_main(tmp_path):

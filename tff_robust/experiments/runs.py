@@ -22,6 +22,7 @@ from typing import Optional
 from absl import flags
 
 from tff_robust import flags as project_flags
+from tff_robust.flags import record as flag_record
 from tff_robust.common import run_lock
 from tff_robust.experiments.tables import Cell, Table
 
@@ -40,9 +41,41 @@ REPO = os.path.dirname(FLAGS_DIR)
 ROUNDS = "--rounds="
 
 
-def _computing(args: Sequence[str], extends: bool = False) -> list[str]:
+def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
+  """What ``args`` compute: each flag's last value (``--x`` / ``--nox`` as true / false), so
+  two lists that absl resolves to the same values are the same computation."""
   skip = BOOKKEEPING + ((ROUNDS,) if extends else ())
-  return [a for a in args if not a.startswith(skip)]
+  values: dict[str, str] = {}
+  for a in args:
+    if a.startswith(skip) or not a.startswith("--"):
+      continue
+    name, eq, value = a[2:].partition("=")
+    if not eq:
+      name, value = (name[2:], "false") if name.startswith("no") else (name, "true")
+    values[name] = value
+  return values
+
+
+def _with_legacy(recorded: dict[str, str], mine: dict[str, str], output_dir: str) -> dict[str, str]:
+  """``recorded`` with the flags it lacks but ``mine`` sets, as the run computed them: its
+  ``hparams.cfg`` value, else (a record older than the flag) `flag_record.LEGACY_VALUES`'s."""
+  missing = [n for n in mine if n not in recorded and n in flag_record.LEGACY_VALUES]
+  if not missing:
+    return recorded
+  hparams = _computing(_hparams_lines(output_dir))
+  return {**recorded, **{n: hparams.get(n, flag_record.LEGACY_VALUES[n]) for n in missing}}
+
+
+def _hparams_lines(output_dir: str) -> list[str]:
+  path = os.path.join(output_dir, flag_record.RECORD)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [line.strip() for line in f if line.startswith("--")]
+
+
+def _shown(values: dict[str, str]) -> list[str]:
+  return [f"--{n}={v}" for n, v in values.items()]
 
 
 def rounds_of(args: Sequence[str]) -> Optional[int]:
@@ -222,18 +255,18 @@ class Run:
     if recorded is None:
       return None
     mine = self.signature()
-    if _computing(recorded, self.EXTENDS) == _computing(mine, self.EXTENDS):
+    now = _computing(mine, self.EXTENDS)
+    then = _with_legacy(_computing(recorded, self.EXTENDS), now, self.output_dir)
+    if then == now:
       then_rounds, now_rounds = rounds_of(recorded), rounds_of(mine)
       if self.EXTENDS and None not in (then_rounds, now_rounds) and then_rounds > now_rounds:
         return (f"{self.output_dir} holds a run of {then_rounds} rounds; --rounds={now_rounds} would "
                 f"report a later model as this one (use --rounds ≥ {then_rounds}, another "
                 f"--root_output_dir, or remove that directory).")
       return None
-    recorded, mine = _computing(recorded, self.EXTENDS), _computing(mine, self.EXTENDS)
-    then = [a for a in recorded if a not in mine]
-    now = [a for a in mine if a not in recorded]
-    diff = (f"then {' '.join(then) or '-'}, now {' '.join(now) or '-'}" if then or now
-            else "the same flags in another order")
+    gone = {n: v for n, v in then.items() if now.get(n) != v}
+    new = {n: v for n, v in now.items() if then.get(n) != v}
+    diff = f"then {' '.join(_shown(gone)) or '-'}, now {' '.join(_shown(new)) or '-'}"
     return (f"{self.output_dir} was made with other flags ({diff}). Use another "
             f"--root_output_dir or remove that directory.")
 

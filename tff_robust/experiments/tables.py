@@ -77,7 +77,8 @@ SEED000_METHODS = (
 SEED000_INGREDIENTS = {"fa": "seed000_fa.cfg", "wd": "seed000_fa_wd.cfg", "rm": "seed000_fa_rm.cfg",
                        "ah": "seed000_fa_ah.cfg", "rm_ah": "seed000_fa_rm_ah.cfg"}
 # A task's refinement of one ingredient, applied after the method's files.
-SEED000_OVERLAYS = {("kws", "ah"): "seed000_kws_ah.cfg", ("cifar10", "ah"): "seed000_cifar10_ah.cfg"}
+SEED000_OVERLAYS = {("kws", "ah"): "seed000_kws_ah.cfg", ("kws", "rm"): "seed000_kws_rm.cfg",
+                    ("cifar10", "ah"): "seed000_cifar10_ah.cfg"}
 SEED000_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))
 SEED000_ROWS = (  # (key, C, distribution label, partition)
     ("c1.0_iid", "1.0", "iid", "iid"),
