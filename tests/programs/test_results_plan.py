@@ -60,6 +60,6 @@ def test_seed004_paired_comparison_is_per_seed_against_fedavg():
              "yogi": {0: 99.0}}  # one shared seed: no paired figure
   lines = results.paired_vs_fedavg(by_seed)
   assert len(lines) == 2 and lines[1] == ""
-  assert "FedAdam +1.3 points (ahead on 2 of 3 seeds)" in lines[0]
-  assert "FedYogi" not in lines[0] and "FedAvg:" in lines[0]
+  assert "FedAdam +1.33 ± 1.20: held (ahead on 2 of 3 seeds)" in lines[0]
+  assert "FedYogi" not in lines[0] and "FedAvg > 0:" in lines[0]
   assert results.paired_vs_fedavg({"avg": {0: 1.0}}) == []
