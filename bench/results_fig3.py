@@ -21,7 +21,8 @@ from tff_robust import plot
 COLUMNS = {"lr": "ah_lr_mu", "steps": "ah_steps_mu"}
 STEPS_MARGIN = -1.0  # "kept high": log2(end / start) > -1
 HEADER = ["clients", "seeds", "rounds", "μ_lr per seed (first → last round)",
-          "the seed's μ_lr: log2 change ± SE", "μ_steps per seed", "the seed's μ_steps: log2 change ± SE"]
+          "the seed's μ_lr: log2(last / first) ± SE", "μ_steps per seed",
+          "the seed's μ_steps: log2(last / first) ± SE"]
 
 
 def start_end(run_dir: str) -> dict[str, tuple[int, float, int, float]]:
@@ -43,6 +44,13 @@ def _claims(iid: bool, changes: dict[str, dict[int, float]]) -> dict[str, Judged
   return {"lr": lr, "steps": steps}
 
 
+def _cell(claim: str, j: Judged, sign: float) -> str:
+  """``down: log2 change -0.96 ± 0.51: did not hold`` (``sign``: -1 where the claim reads the
+  change negated)."""
+  se = f" ± {j.se:.2f}" if j.n > 1 else ""
+  return f"{claim}: log2 change {sign * j.mean:+.2f}{se}: {j.verdict}"
+
+
 def fig3_verdicts(runs: Sequence[ex.Run], rows: Sequence[tuple[str, str]]) -> tuple[list[list[str]], str] | None:
   """The body of the Fig. 3 table (under `HEADER`) and the verdict sentence; None without a
   finished FA+RM+AH run. ``rows``: (row key, label) of Table 1."""
@@ -59,8 +67,8 @@ def fig3_verdicts(runs: Sequence[ex.Run], rows: Sequence[tuple[str, str]]) -> tu
     first, last = ends[done[0].seed]["lr"][0], ends[done[0].seed]["lr"][2]
     cells = {dim: ", ".join(f"{e[dim][1]:.3g} → {e[dim][3]:.3g}" for e in ends.values()) for dim in COLUMNS}
     body.append([label, ", ".join(str(s) for s in ends), f"{first} → {last}", cells["lr"],
-                 ("up" if iid else "down") + f": {judged['lr'].text()}", cells["steps"],
-                 f"kept high: {judged['steps'].text()}"])
+                 _cell("up" if iid else "down", judged["lr"], 1.0 if iid else -1.0), cells["steps"],
+                 _cell("kept high (> −1)", judged["steps"], 1.0)])
     verdicts["lr"][label] = judged["lr"].verdict
     verdicts["steps"][label] = judged["steps"].verdict
   if not body:

@@ -88,6 +88,7 @@ def test_fig3_reads_first_and_last_mu_and_judges_log2_changes(tmp_path):
   assert noniid["lr"].verdict == rv.HELD and noniid["lr"].mean == pytest.approx(8 / 3)  # down
   assert iid["lr"].verdict == rv.FAILED  # the seed's "up" on iid clients
   assert noniid["steps"].verdict == rv.FAILED  # 50 -> 8..12 is well below half
+  assert rf._cell("down", noniid["lr"], -1.0) == "down: log2 change -2.67 ± 0.33: held"
 
 
 def _record(folder, name, rounds, acc, flags=()):
