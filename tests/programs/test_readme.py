@@ -1,37 +1,62 @@
-"""The README's flag table lists exactly the flags `python -m tff_robust.main --helpfull` shows."""
+"""The README stays a guide: short, with the set-up commands a fresh machine needs, and every
+relative link of it and of the docs pages it leads to pointing at a file (and heading) that
+exists. The flag reference it links is checked in `test_flags_reference.py`."""
 
 import os
 import re
-import subprocess
-import sys
+
+import pytest
 
 from helpers.paths import ROOT
 
-
-def readme_flag_table() -> set[str]:
-  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-    text = f.read()
-  table = text.split("### Flags", 1)[1].split("\n#", 1)[0]
-  names = set()
-  for line in table.splitlines():
-    if line.startswith("| `--"):
-      first_column = line.split("|")[1]
-      names |= set(re.findall(r"`--([a-z0-9_]+)`", first_column))
-  return names
+# The pages whose links are checked (others' generated pages, e.g. docs/results.md, have their own tests).
+PAGES = ("README.md", "docs/methods.md", "docs/experiments.md", "docs/running.md", "docs/flags.md")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def helpfull_project_flags() -> set[str]:
-  proc = subprocess.run([sys.executable, "-m", "tff_robust.main", "--helpfull"], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  sections = re.split(r"^(\S+):\n", proc.stdout, flags=re.M)
-  bodies = [body for header, body in zip(sections[1::2], sections[2::2]) if header.endswith("definitions")]
-  assert len(bodies) == 1, [h for h in sections[1::2]]
-  return set(re.findall(r"^  --(?:\[no\])?([a-z0-9_]+):", bodies[0], flags=re.M))
+def _read(path: str) -> str:
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+    return f.read()
 
 
-def test_readme_flag_table_matches_helpfull():
-  documented, defined = readme_flag_table(), helpfull_project_flags()
-  assert len(defined) > 50
-  assert not defined - documented, f"flags missing from the README's table: {sorted(defined - documented)}"
-  assert not documented - defined, f"README rows for flags that do not exist: {sorted(documented - defined)}"
+def slug(heading: str) -> str:
+  """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+  text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+  return text.replace(" ", "-")
+
+
+def anchors(path: str) -> set[str]:
+  return {slug(m) for m in re.findall(r"^#+ (.+)$", _read(path), flags=re.M)}
+
+
+def test_readme_is_a_few_hundred_lines():
+  assert len(_read("README.md").splitlines()) <= 300
+
+
+def test_readme_keeps_the_set_up_commands():
+  readme = _read("README.md")
+  for command in ("pip install uv && uv run python -m tff_robust.main", "uv run pytest ",
+                  "pip install --no-deps -r requirements.txt && pip install --no-deps -e .",
+                  "uv sync --compile-bytecode"):
+    assert command in readme, command
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_relative_links_resolve(page):
+  broken = []
+  for target in LINK.findall(_read(page)):
+    if re.match(r"[a-z]+:", target):
+      continue
+    path, _, anchor = target.partition("#")
+    resolved = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+    if not os.path.exists(os.path.join(ROOT, resolved)):
+      broken.append(target)
+    elif anchor and resolved.endswith(".md") and anchor not in anchors(resolved):
+      broken.append(target)
+  assert not broken, f"{page}: {broken}"
+
+
+def test_slug_follows_github():
+  assert slug("Seed 004: adaptive server optimizers on Synthetic(1, 1)") == (
+      "seed-004-adaptive-server-optimizers-on-synthetic1-1")
+  assert slug("Representation matching's arithmetic") == "representation-matchings-arithmetic"
