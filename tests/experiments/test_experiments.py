@@ -130,8 +130,14 @@ def test_seed000_cells_parse_to_the_method():
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
-      assert cfg.process.client.rm_weight == (0.3 if "rm" in ing else 0.0)  # one weight, per unit
-      assert cfg.process.client.rm_normalize == "unit"
+      # RM: the authors' layers at the sum-form weight 1e-4 (seed000_fa_rm.cfg); the keyword
+      # cells keep the earlier layers their Table 3 runs were made with (seed000_kws_rm.cfg).
+      c = cfg.process.client
+      form = (("reversed", "unit", 0.3) if cell.task == "kws" else ("authors", "sum", 1e-4))
+      if "rm" in ing:
+        assert (c.rm_layers, c.rm_normalize, c.rm_weight) == form
+      else:
+        assert c.rm_weight == 0.0
       # FA+RM+AH drops the top matching term (seed000_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
       assert cfg.process.client.rm_top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
       assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
