@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -30,7 +29,7 @@ from tensorflow.python.framework import ops as ops_lib  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, evaluation, matching, process  # noqa: E402
+from tff_robust.algorithms import client, client_work, evaluation, methods, process  # noqa: E402
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -61,26 +60,31 @@ def config(method: str, steps: int, batch: int, lr: float) -> ProcessConfig:
 def step_flops(spec: client_work.ModelSpec, cfg: ClientConfig, batch: int) -> int:
   """Floating-point operations of one local SGD step (TF's profiler on the traced step): the
   objective's forward pass and the gradients the client takes (w^i's, and θ^i's with RM), as
-  `client_work.ClientTrainer` computes them; variable updates (element-wise) are left out."""
+  `client_work.ClientTrainer` computes them with its client components; variable updates
+  (element-wise) are left out."""
   model = spec.model_fn()
-  matcher, frozen = None, None
-  if cfg.rm_weight > 0:
-    frozen = spec.model_fn()
-    matcher = matching.RepresentationMatcher(model, 0, cfg.rm_top_source, cfg.rm_layers)
-  models = types.SimpleNamespace(model=model, frozen=frozen, matcher=matcher, loss_fn=spec.loss_fn())
-  x_spec, y_spec = (tf.TensorSpec([batch, *s.shape], s.dtype) for s in spec.element_spec)  # unbatched
+  context = methods.BuildContext(spec, ProcessConfig(client=cfg), [], None, None)
+  parts = methods.components(context, "reset").client
+  built = {c.key: c.build(model) for c in parts}
   initial = [tf.identity(v) for v in model.trainable_variables]
-  prox = tf.constant(cfg.wd_mu) if cfg.wd_mu > 0 else None
+  run = client.LocalRun(model, spec.loss_fn(), {"prox_mu": tf.constant(cfg.wd_mu)}, {}, None, initial,
+                        {}, built, {})
+  x_spec, y_spec = (tf.TensorSpec([batch, *s.shape], s.dtype) for s in spec.element_spec)  # unbatched
 
   @tf.function
   def step(x, y):
     with tf.GradientTape() as theta_tape:
       with tf.GradientTape() as tape:
-        objective = client_work.local_objective(models, cfg, prox, initial, x, y)
-      theta_loss = tf.reduce_sum(objective.terms)
-    out = tape.gradient(objective.total, model.trainable_variables)
-    if matcher is not None:
-      out += theta_tape.gradient(theta_loss, matcher.theta)
+        forwards = [f for f in (c.forward(run, x) for c in parts) if f is not None]
+        fwd = forwards[0] if forwards else client.Forward(model(x, training=True))
+        terms = [t for t in (c.loss(run, x, y, fwd) for c in parts) if t is not None]
+        total = run.loss_fn(y, fwd.logits)
+        for term in terms:
+          total += term.value
+    out = tape.gradient(total, model.trainable_variables)
+    if "rm" in built:
+      own = [t.own_loss for t in terms if t.own_loss is not None]
+      out += theta_tape.gradient(own[0], built["rm"].matcher.theta)
     return out
 
   return graph_flops(step.get_concrete_function(x_spec, y_spec).graph)

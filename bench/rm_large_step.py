@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, evaluation, process  # noqa: E402
+from tff_robust.algorithms import client_work, evaluation, matching_client, process  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -45,8 +45,9 @@ def _round(p, state, data, thetas):
   """One round; with RM each client sends its θ^i and gets it back trained."""
   if thetas is None:
     return p.next(state, data), None
-  inputs = [collections.OrderedDict(data=d, theta=t) for d, t in zip(data, thetas)]
-  return p.next_with_client_states(state, inputs)
+  inputs = [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(data, thetas)]
+  output, states = p.next_with_client_states(state, inputs)
+  return output, [s["rm"] for s in states]
 
 
 def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_fraction: float) -> None:
@@ -55,7 +56,7 @@ def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_frac
                                               validation_fraction=validation_fraction))
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
-  theta0 = {top: client_work.initial_theta(spec, seed, top) for _, w, top in METHODS if w > 0}
+  theta0 = {top: matching_client.initial_theta(spec, seed, top) for _, w, top in METHODS if w > 0}
   clients = [task.train.create_tf_dataset_for_client(c) for c in task.train.client_ids]
 
   def data(r: int):  # each client's examples in a fresh order per round (as the driver does)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import client_work, evaluation, process
+from tff_robust.algorithms import client_work, evaluation, matching_client, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig
 from tff_robust.simulation import loop
 from tff_robust.tasks.base import Task, sparse_accuracy
@@ -35,11 +35,12 @@ def test_persisted_theta_round_trip_matches_hand_computation(tff_rt, normalize, 
                  rm_layers=form)
   assert p.next_with_client_states is not None
   clients = toy.make_clients()
-  theta0 = client_work.initial_theta(toy.SPEC, seed=3, form=form)
+  theta0 = matching_client.initial_theta(toy.SPEC, seed=3, form=form)
   state = p.initialize()
   w0 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
-  inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(clients)]
-  output, thetas = p.next_with_client_states(state, inputs)
+  inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(clients)]
+  output, states = p.next_with_client_states(state, inputs)
+  thetas = [s["rm"] for s in states]
   cfg = ClientConfig(lr=0.1, local_steps=4, batch_size=8, rm_weight=0.05, er_h_min=0.5, wd_mu=0.1,
                      rm_normalize=normalize, rm_theta_lr=theta_lr, rm_layers=form)
   manual = [manual_rm_client(w0, theta0, x, y, cfg) for x, y in clients]
@@ -56,17 +57,19 @@ def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
   """--rm_theta_lr_follows: in a round whose schedule halves η (0.1 -> 0.05), θ's Adam takes
   rm_theta_lr · η_t / client_lr = 0.005; without it, θ keeps 0.01 while w steps at 0.05."""
   clients = toy.make_clients()
-  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  theta0 = matching_client.initial_theta(toy.SPEC, seed=3)
   schedule = dict(lr_schedule="expdecay", lr_decay_rate=0.5, lr_decay_every=1, rm_theta_lr=0.01)
   for follows, theta_lr in ((True, 0.005), (False, 0.01)):
     p = rm_process("persist", rm_theta_lr_follows=follows, **schedule)
     state = p.initialize()
-    inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(clients)]
-    state, thetas = p.next_with_client_states(state, inputs)  # round 1: η = 0.1 = client_lr
+    inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(clients)]
+    state, states = p.next_with_client_states(state, inputs)  # round 1: η = 0.1 = client_lr
+    thetas = [s["rm"] for s in states]
     state = state.state
     w1 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
-    inputs = [collections.OrderedDict(data=d, theta=t) for d, t in zip(toy.datasets(clients), thetas)]
-    _, thetas2 = p.next_with_client_states(state, inputs)  # round 2: η = 0.05
+    inputs = [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(toy.datasets(clients), thetas)]
+    _, states2 = p.next_with_client_states(state, inputs)  # round 2: η = 0.05
+    thetas2 = [s["rm"] for s in states2]
     cfg = ClientConfig(lr=0.05, local_steps=4, batch_size=8, rm_weight=0.05, rm_theta_lr=theta_lr)
     other = dataclasses.replace(cfg, rm_theta_lr=0.015 - theta_lr)  # the other rule's rate
     for (x, y), start, got in zip(clients, thetas, thetas2):
@@ -82,11 +85,12 @@ def test_dropped_round_keeps_the_clients_last_theta(tff_rt):
   θ^i it received. Kept, a NaN θ^i would make every later round of that client NaN (the
   keyword-spotting FA+RM+AH run lost 9 of 10 clients for good this way)."""
   p = rm_process("persist")
-  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  theta0 = matching_client.initial_theta(toy.SPEC, seed=3)
   state = p.initialize()
   bad = toy.make_clients(nan_client=1)
-  inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(bad)]
-  out, thetas = p.next_with_client_states(state, inputs)
+  inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(bad)]
+  out, states = p.next_with_client_states(state, inputs)
+  thetas = [s["rm"] for s in states]
   assert float(out.metrics["nonfinite_clients"]) == 1
   for got, start in zip(thetas[1], theta0):
     np.testing.assert_array_equal(got, start)
@@ -94,7 +98,7 @@ def test_dropped_round_keeps_the_clients_last_theta(tff_rt):
     assert all(np.all(np.isfinite(t)) for t in thetas[k])
     assert any(not np.allclose(t, s) for t, s in zip(thetas[k], theta0))
   clean = toy.make_clients()  # the same clients, the NaN gone: all three count again
-  inputs = [collections.OrderedDict(data=d, theta=t) for d, t in zip(toy.datasets(clean), thetas)]
+  inputs = [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(toy.datasets(clean), thetas)]
   out2, _ = p.next_with_client_states(out.state, inputs)
   assert float(out2.metrics["nonfinite_clients"]) == 0
   assert all(np.all(np.isfinite(w)) for w in p.get_model_weights(out2.state).trainable)
@@ -104,7 +108,7 @@ def test_theta_is_not_in_the_aggregate(tff_rt):
   """The update a client sends holds only model deltas: θ never leaves it."""
   p = rm_process("persist")
   state_type = p.next.type_signature.result.state.member
-  n_theta = len(client_work.theta_specs(toy.SPEC, 3))
+  n_theta = len(matching_client.theta_specs(toy.SPEC, 3))
   trainable = state_type.core.model.trainable
   assert len(trainable) == len(toy.model_fn().trainable_variables)
   assert n_theta > 0
@@ -114,10 +118,10 @@ def test_reset_uses_fresh_theta_each_round(tff_rt):
   """With reset, a round equals a persisted round started from the fresh θ."""
   reset, persist = rm_process("reset"), rm_process("persist")
   clients = toy.make_clients()
-  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  theta0 = matching_client.initial_theta(toy.SPEC, seed=3)
   state = reset.initialize()
   out_reset = reset.next(state, toy.datasets(clients))
-  inputs = [collections.OrderedDict(data=d, theta=theta0) for d in toy.datasets(clients)]
+  inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(clients)]
   out_persist, _ = persist.next_with_client_states(persist.initialize(), inputs)
   for a, b in zip(reset.get_model_weights(out_reset.state).trainable,
                   persist.get_model_weights(out_persist.state).trainable):
@@ -132,24 +136,24 @@ def test_loop_persists_theta_by_client_id(tff_rt, tmp_path):
               tf.data.Dataset.from_tensor_slices((x, y)), toy.model_fn,
               toy.loss_fn, sparse_accuracy)
   p = rm_process("persist")
-  theta0 = client_work.initial_theta(toy.SPEC, seed=3)
+  theta0 = matching_client.initial_theta(toy.SPEC, seed=3)
   cfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=3, clients_per_round=2, rounds_per_eval=3,
                         rounds_per_checkpoint=3, seed=1)
-  driver = loop.TrainingLoop(p, task, cfg, initial_theta_fn=lambda cid: theta0)
+  driver = loop.TrainingLoop(p, task, cfg)  # every client starts from the components' θ_0
   seen = {}
-  original_put = driver.theta_store.put
+  original_put = driver.state_store.put
 
   def spy(cid, state, round_num):
-    seen.setdefault(cid, []).append(([np.array(s) for s in state], round_num))
+    seen.setdefault(cid, []).append(([np.array(s) for s in state["rm"]], round_num))
     original_put(cid, state, round_num)
 
-  driver.theta_store.put = spy
+  driver.state_store.put = spy
   original_input = driver.client_input
   received = {}
 
   def spy_input(cid, round_num, *args):
     out = original_input(cid, round_num, *args)
-    received.setdefault(cid, []).append(([np.array(t) for t in out["theta"]], round_num))
+    received.setdefault(cid, []).append(([np.array(t) for t in out["state"]["rm"]], round_num))
     return out
 
   driver.client_input = spy_input
@@ -209,14 +213,15 @@ def _digits_one_class_run(rm_weight, rounds=20, normalize="unit", form="authors"
                                           rm_normalize=normalize, er_h_min=0.5, rm_layers=form), seed=0)
   if rm_weight > 0:  # θ kept per client across rounds (Algorithm 1, line 12)
     p = process.build_process(spec, cfg, rm_client_state="persist")
-    thetas = [client_work.initial_theta(spec, 0, form=form)] * len(data)
+    thetas = [matching_client.initial_theta(spec, 0, form=form)] * len(data)
   else:
     p = process.build_process(spec, cfg, rm_client_state="reset")
   state, drifts = p.initialize(), []
   for _ in range(rounds):
     if rm_weight > 0:
-      out, thetas = p.next_with_client_states(
-          state, [collections.OrderedDict(data=d, theta=t) for d, t in zip(data, thetas)])
+      out, states = p.next_with_client_states(
+          state, [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(data, thetas)])
+      thetas = [s["rm"] for s in states]
     else:
       out = p.next(state, data)
     state = out.state
@@ -253,7 +258,7 @@ def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_
   aggregated update and the loss it leaves on all digits."""
   x, y, spec, data = _digits_one_class()
   model_fn = spec.model_fn
-  theta = client_work.initial_theta(spec, 0, top_source) if rm_weight > 0 else None
+  theta = matching_client.initial_theta(spec, 0, top_source) if rm_weight > 0 else None
 
   def build(lr):
     cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32, rm_weight=rm_weight,
@@ -266,8 +271,9 @@ def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_
   def round_(p, state):
     if rm_weight == 0:
       return p.next(state, data), thetas
-    return p.next_with_client_states(
-        state, [collections.OrderedDict(data=d, theta=t) for d, t in zip(data, thetas)])
+    out, states = p.next_with_client_states(
+        state, [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(data, thetas)])
+    return out, [s["rm"] for s in states]
 
   state = warm.initialize()
   for _ in range(warm_rounds):

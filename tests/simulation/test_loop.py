@@ -36,22 +36,40 @@ def test_split_validation_every_nth():
 
 
 def test_client_state_store_spills_and_restores(tmp_path):
-  fresh = lambda cid: [np.zeros(2, np.float32)]  # noqa: E731
+  fresh = lambda cid: {"c": [np.zeros(2, np.float32)]}  # noqa: E731
   store = client_states.ClientStateStore(str(tmp_path), fresh, max_in_memory=1)
-  np.testing.assert_array_equal(store.get("a")[0], [0, 0])
-  store.put("a", [np.array([1.0, 1.0])], round_num=1)
-  store.put("b", [np.array([2.0, 2.0])], round_num=1)  # spills "a" to disk
-  np.testing.assert_array_equal(store.get("a")[0], [1, 1])
+  get = lambda cid: store.get(cid)["c"][0]  # noqa: E731
+  np.testing.assert_array_equal(get("a"), [0, 0])
+  store.put("a", {"c": [np.array([1.0, 1.0])]}, round_num=1)
+  store.put("b", {"c": [np.array([2.0, 2.0])]}, round_num=1)  # spills "a" to disk
+  np.testing.assert_array_equal(get("a"), [1, 1])
   store.checkpoint(2)
-  store.put("a", [np.array([3.0, 3.0])], round_num=3)
-  store.put("b", [np.array([4.0, 4.0])], round_num=3)
+  store.put("a", {"c": [np.array([3.0, 3.0])]}, round_num=3)
+  store.put("b", {"c": [np.array([4.0, 4.0])]}, round_num=3)
   store.checkpoint(4)  # hypothetical crash after this point is handled by restore(4)
-  store.put("a", [np.array([5.0, 5.0])], round_num=5)
-  store.put("c", [np.array([6.0, 6.0])], round_num=5)  # spills to disk after the checkpoint
+  store.put("a", {"c": [np.array([5.0, 5.0])]}, round_num=5)
+  store.put("c", {"c": [np.array([6.0, 6.0])]}, round_num=5)  # spills to disk after the checkpoint
   store.restore(4)
-  np.testing.assert_array_equal(store.get("a")[0], [3, 3])
-  np.testing.assert_array_equal(store.get("b")[0], [4, 4])
-  np.testing.assert_array_equal(store.get("c")[0], [0, 0])
+  np.testing.assert_array_equal(get("a"), [3, 3])
+  np.testing.assert_array_equal(get("b"), [4, 4])
+  np.testing.assert_array_equal(get("c"), [0, 0])
+
+
+def test_client_state_store_keeps_components_apart_and_reads_the_old_layout(tmp_path):
+  """Each component's leaves come back under its key; a file of the layout before client
+  components (RM's θ^i as arr_0, arr_1, ...) is RM's state."""
+  store = client_states.ClientStateStore(str(tmp_path), lambda cid: {}, max_in_memory=0)
+  two = {"rm": [np.ones([2, 2]), np.zeros(3)], "scaffold": [np.full(2, 7.0)]}
+  store.put("a", two, round_num=1)  # spilled at once (nothing is kept in memory)
+  got = store.get("a")
+  assert list(got) == ["rm", "scaffold"]
+  for key, leaves in two.items():
+    for g, w in zip(got[key], leaves):
+      np.testing.assert_array_equal(g, w)
+  np.savez(os.path.join(str(tmp_path), "old.r3.npz"), np.ones(2), np.full([2, 2], 2.0))
+  old = store.get("old")
+  assert list(old) == [client_states.LEGACY_KEY] == ["rm"]
+  np.testing.assert_array_equal(old["rm"][1], np.full([2, 2], 2.0))
 
 
 def test_resume_equals_uninterrupted_run(tff_rt, tmp_path):

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.algorithms import client_work, fedex, process
+from tff_robust.algorithms import client_work, fedex, matching_client, process
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.tuning import federated_eval
@@ -85,7 +85,7 @@ def test_refine_is_local_sgd_then_test_metrics():
   splits = federated_eval.ClientSplits(client_data(clients), test_every=4, val_every=5)
   weights = process.initial_weights(model_fn, 1)
   trainer = client_work.ClientTrainer(SPEC, ClientConfig(lr=0.2, local_steps=6, batch_size=8),
-                                      "num_examples", has_val=False, theta_in=False)
+                                      "num_examples")
   got = federated_eval.Refiner(trainer, batch_size=4)(weights, 0.2, 6, splits, ["c0", "c1"])
   loss, acc = refine_by_hand(weights, clients, splits, 0.2, 6, 8)
   assert got["loss"] == pytest.approx(loss, rel=1e-4)
@@ -101,11 +101,11 @@ def test_refine_trains_an_rm_client_as_eq2_by_hand():
   splits = federated_eval.ClientSplits(client_data(clients), test_every=4, val_every=5)
   weights = process.initial_weights(model_fn, 1)
   cfg = ClientConfig(lr=0.1, local_steps=5, batch_size=8, rm_weight=0.5)
-  trainer = client_work.ClientTrainer(SPEC, cfg, "num_examples", has_val=False, theta_in=False,
-                                      seed=3)
+  rm = matching_client.RepresentationMatching(SPEC, cfg, seed=3, persist=False)  # θ fresh per client
+  trainer = client_work.ClientTrainer(SPEC, cfg, "num_examples", [rm])
   refiner = federated_eval.Refiner(trainer, batch_size=4)
   got = refiner(weights, 0.1, 5, splits, ["c0", "c1"])
-  theta0 = trainer.initial_theta()
+  theta0 = matching_client.initial_theta(SPEC, 3)
   loss, acc = refine_by_hand(weights, clients, splits, 0.1, 5, 8,
                              local=lambda w0, x, y: manual_rm_client(w0, theta0, x, y, cfg)[0])
   plain, _ = refine_by_hand(weights, clients, splits, 0.1, 5, 8)
@@ -127,8 +127,7 @@ def test_refine_uses_the_most_likely_fedex_configuration():
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=4, batch_size=8),
                       fedex=FedExConfig(space=space, options=options))
   fx = process.fedex_client(cfg)
-  trainer = client_work.ClientTrainer(SPEC, cfg.client, "num_examples", has_val=True,
-                                      theta_in=False, fedex=fx)
+  trainer = client_work.ClientTrainer(SPEC, cfg.client, "num_examples", [fedex.FedExSampling(fx)])
   theta = np.array([0.2, 0.1, 0.4, 0.3], np.float32)
   weights = process.initial_weights(model_fn, 1)
   refiner = federated_eval.Refiner(trainer, batch_size=4)

@@ -25,6 +25,8 @@ from typing import Optional, Union
 import numpy as np
 import tensorflow as tf
 
+from tff_robust.algorithms.client import Component, LocalRun, Needs
+
 ATTACKS = ("none", "sign_flip", "gaussian", "scaled", "nan")
 DEFAULT_SCALE = {"sign_flip": 1.0, "scaled": 10.0}
 
@@ -81,6 +83,24 @@ def maybe_attack(kind: str, delta: Sequence[tf.Tensor], is_byzantine, seed,
   attacked = apply_attack(kind, delta, seed, scale=scale, sigma=sigma)
   flag = tf.cast(is_byzantine, tf.bool)
   return [tf.where(flag, a, tf.convert_to_tensor(d)) for a, d in zip(attacked, delta)]
+
+
+class ByzantineAttack(Component):
+  """The attack as a client component: a byzantine client (its input's flag) replaces the Δ it
+  sends, after the trainer's finiteness check; its noise is seeded by the client's own seed."""
+
+  key = "attack"
+  needs = Needs(seed=True, byzantine=True)
+
+  def __init__(self, kind: str, scale: Optional[float] = None, sigma: float = 1.0):
+    validate_attack(kind, 0.0, scale, sigma)
+    self.kind, self.scale, self.sigma = kind, scale, sigma
+
+  def outgoing(self, run: LocalRun, delta: list) -> list:
+    seed = run.inputs.seed
+    noise_seed = tf.bitwise.bitwise_xor(seed[0], seed[1])
+    return maybe_attack(self.kind, delta, run.inputs.byzantine, noise_seed, scale=self.scale,
+                        sigma=self.sigma)
 
 
 def num_byzantine(num_sampled: int, fraction: float) -> int:

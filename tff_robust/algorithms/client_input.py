@@ -5,7 +5,8 @@ A client's input is its training dataset, and by switch:
 * ``val``: its held-out validation examples (weighting by validation accuracy, FedEx);
 * ``seed``: its own seed, from (run seed, round, client) (FedEx's c ~ θ, byzantine noise);
 * ``byzantine``: whether it sends a corrupted update this round;
-* ``theta``: its persisted matching layers θ^i (seed 000 Algorithm 1 line 12).
+* ``state``: the client state its components keep across rounds, by component key
+  (`client.StateSpec`: RM's persisted θ^i, seed 000 Algorithm 1 line 12; SCAFFOLD's c_i).
 
 With none of them the input is the bare dataset. The driver (`loop.TrainingLoop`) packs the
 values with `ClientInput.pack`; the client computation (`client_work.ClientTrainer`) unpacks
@@ -30,7 +31,7 @@ class Unpacked(NamedTuple):
   val: Any = None
   seed: Any = None
   byzantine: Any = None
-  theta: Any = None
+  state: Any = None  # by component key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,19 +43,19 @@ class ClientInput:
     has_val: a validation dataset (same element spec) is sent.
     has_seed: the client's int64[2] seed is sent.
     has_byzantine: the client's byzantine flag is sent.
-    theta_specs: the specs of θ^i when it is persisted across rounds, else None.
+    state_specs: ``((key, specs), ...)``: each stateful component's state, else None.
   """
 
   element_spec: Any
   has_val: bool = False
   has_seed: bool = False
   has_byzantine: bool = False
-  theta_specs: Optional[tuple[tf.TensorSpec, ...]] = None
+  state_specs: Optional[tuple[tuple[str, tuple[tf.TensorSpec, ...]], ...]] = None
 
   @property
   def structured(self) -> bool:
     """Whether the input is a struct rather than the bare dataset."""
-    return self.has_val or self.has_seed or self.has_byzantine or self.theta_specs is not None
+    return self.has_val or self.has_seed or self.has_byzantine or self.state_specs is not None
 
   @property
   def type(self) -> tff.Type:
@@ -69,13 +70,15 @@ class ClientInput:
       fields["seed"] = tff.TensorType(np.int64, [2])
     if self.has_byzantine:
       fields["byzantine"] = tff.TensorType(np.bool_)
-    if self.theta_specs is not None:
-      fields["theta"] = [tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in self.theta_specs]
+    if self.state_specs is not None:
+      fields["state"] = tff.StructWithPythonType(
+          [(key, [tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in specs])
+           for key, specs in self.state_specs], collections.OrderedDict)
     return tff.StructWithPythonType(list(fields.items()), collections.OrderedDict)
 
   def pack(self, data: tf.data.Dataset, *, val: Optional[tf.data.Dataset] = None,
            seed: Optional[np.ndarray] = None, byzantine: bool = False,
-           theta: Optional[list[np.ndarray]] = None):
+           state: Optional[dict[str, list[np.ndarray]]] = None):
     """The driver side: the value `type` describes (values this configuration does not send
     are ignored; the ones it sends must be given)."""
     if not self.structured:
@@ -87,8 +90,9 @@ class ClientInput:
       out["seed"] = np.asarray(_required(seed, "seed"), np.int64)
     if self.has_byzantine:
       out["byzantine"] = np.bool_(byzantine)
-    if self.theta_specs is not None:
-      out["theta"] = _required(theta, "theta")
+    if self.state_specs is not None:
+      state = _required(state, "state")
+      out["state"] = collections.OrderedDict((key, list(state[key])) for key, _ in self.state_specs)
     return out
 
   def unpack(self, client_input) -> Unpacked:
@@ -100,7 +104,7 @@ class ClientInput:
         val=client_input["val"] if self.has_val else None,
         seed=client_input["seed"] if self.has_seed else None,
         byzantine=client_input["byzantine"] if self.has_byzantine else None,
-        theta=client_input["theta"] if self.theta_specs is not None else None)
+        state=client_input["state"] if self.state_specs is not None else None)
 
 
 def _required(value, name: str):

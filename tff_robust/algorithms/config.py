@@ -15,12 +15,15 @@ import numpy as np
 
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import attacks
+from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import hparam_grid
 from tff_robust.algorithms import schedules
 from tff_robust.algorithms import server_opt
 from tff_robust.common import options
 from tff_robust.common.options import option, seed_option
 
+# The methods ``--algorithm`` adds by name (`methods.ALGORITHMS` holds their components).
+ALGORITHMS = ("fedavg",)
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AH_LOSS_SOURCES = ("server", "clients")
 AH_BASELINES = hparam_grid.BASELINES
@@ -228,12 +231,19 @@ class ProcessConfig:
   fedex: Optional[FedExConfig] = None
   robust: RobustConfig = dataclasses.field(default_factory=RobustConfig)
   seed: int = seed_option()
+  algorithm: str = option("fedavg", "algorithm",
+                          "The method added to generalized FedAvg by name: " + ", ".join(ALGORITHMS) + ".",
+                          choices=ALGORITHMS)
 
   def __post_init__(self):
     options.validate(self)
     if self.ah is not None:
       options.check(self.client.local_steps > 0, "local_steps", self.client.local_steps,
                     "--ah tunes the local steps: use --local_steps > 0")
+    if self.fedex is not None:
+      fedex_space.check_space(self.fedex.space, self.client.local_steps, self.ah is not None)
+    from tff_robust.algorithms import methods  # pylint: disable=g-import-not-at-top (methods imports config)
+    methods.check(self)
 
   @property
   def uses_rm(self) -> bool:

@@ -42,19 +42,21 @@ row's gradient uses that hyper-parameter's sums.
 The build-time parts (the search space, the k candidate configurations and the
 options) are numpy, in `fedex_space.py`; the per-round parts here are pure
 TensorFlow, usable eagerly, in a ``tf.function`` or inside a
-``tff.tensorflow.computation``.
+``tff.tensorflow.computation``. A client's part is one client component
+(`FedExSampling`); the server's is `server.FedExServer`.
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms.fedex_space import FedExOptions, validate_schedule
+from tff_robust.algorithms.client import Component, LocalResult, LocalRun, Needs, Step
+from tff_robust.algorithms.fedex_space import FedExClient, FedExOptions, validate_schedule
 
 def initial_theta(k: int, num_rows: Optional[int] = None) -> np.ndarray:
   """theta_1 = 1_k / k (seed 002); ``num_rows`` = H gives the product space's [H, k]."""
@@ -263,3 +265,59 @@ def gather_config(configs: Mapping[str, np.ndarray], index,
     i = index if index.shape.rank == 0 else index[h]
     out[name] = tf.gather(tf.constant(np.asarray(configs[name])), i)
   return out
+
+
+class FedExReport(NamedTuple):
+  """A client's share of (S_loss, S_count, S_total) (`client_sums`)."""
+
+  loss: tf.Tensor
+  count: tf.Tensor
+  total: tf.Tensor
+
+
+class FedExSampling(Component):
+  """FedEx's client side: c ~ θ (or argmax θ once converged) overrides the client's
+  hyper-parameters; heavy-ball momentum and weight decay when the space tunes them; its share of
+  the sums from the loss on its held-out examples (``objective`` loss or error)."""
+
+  key = "fedex"
+  needs = Needs(val=True, seed=True)
+
+  def __init__(self, fedex: FedExClient):
+    self.fedex = fedex
+
+  def build(self, model) -> list:
+    """Heavy-ball buffers, one per trained variable (only when FedEx tunes momentum)."""
+    if not self.fedex.tunes("momentum"):
+      return []
+    return [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in model.trainable_variables]
+
+  def hparams(self, hp: dict, broadcast, inputs) -> dict:
+    fx = self.fedex
+    index = effective_index(broadcast["fedex_theta"], fx.options.entropy_cutoff, inputs.seed)
+    names = fx.space.names if fx.options.product_space else None
+    hp = dict(hp, fedex_index=index)
+    for name, value in gather_config(fx.configs, index, names).items():
+      hp[name] = tf.cast(value, hp[name].dtype)
+    return hp
+
+  def before_loop(self, run: LocalRun) -> None:
+    for m in run.built[self.key]:
+      m.assign(tf.zeros_like(m))
+
+  def gradients(self, run: LocalRun, grads: list, step: Step) -> list:
+    hp = run.hp
+    if self.fedex.tunes("weight_decay"):
+      grads = [g + hp["weight_decay"] * v for g, v in zip(grads, run.model.trainable_variables)]
+    if self.fedex.tunes("momentum"):  # heavy-ball SGD: v <- μ v + g ; w <- w - η v
+      grads = [m.assign(hp["momentum"] * m + g) for m, g in zip(run.built[self.key], grads)]
+    return grads
+
+  def after_loop(self, run: LocalRun, result: LocalResult) -> tuple[None, FedExReport]:
+    """(|V| L onehot(c), |V| onehot(c), |V|) for the server's update."""
+    t = result.train
+    if self.fedex.options.objective == "error":
+      mean_val = result.kept(1.0 - tf.math.divide_no_nan(t.val_correct, t.val_predictions))
+    else:
+      mean_val = result.kept(tf.math.divide_no_nan(t.val_loss_sum, t.val_count))
+    return None, FedExReport(*client_sums(run.hp["fedex_index"], mean_val, t.val_count, self.fedex.k))

@@ -335,3 +335,21 @@ class FedExClient:
 
   def tunes(self, name: str) -> bool:
     return name in self.space.names
+
+
+def check_space(space: Optional[SearchSpace], local_steps: int, ah: bool) -> None:
+  """Raises ValueError when FedEx's ``space`` (None: the default) clashes with the client's
+  ``local_steps`` or with AH (which tunes the round's learning rate and local steps)."""
+  names = (space or SearchSpace()).names
+  if ah:
+    clash = {"learning_rate", "local_steps", "local_epochs"} & set(names)
+    if clash:
+      raise ValueError(f"--ah tunes the round's learning rate and local steps; FedEx must not also "
+                       f"tune {sorted(clash)} (set --fedex_{sorted(clash)[0]}=none)")
+  if local_steps > 0 and "local_epochs" in names:
+    raise ValueError("FedEx tunes local_epochs but --local_steps > 0: tune local_steps instead "
+                     "(--fedex_local_epochs=none --fedex_local_steps=...) or use --local_steps=0")
+  if local_steps == 0 and "local_steps" in names:
+    raise ValueError("FedEx tunes local_steps but --local_steps=0 (epochs): tune local_epochs instead")
+  if "dropout" in names:
+    raise ValueError("--fedex_dropout is not supported: dropout rates are fixed in the Keras model")

@@ -7,7 +7,8 @@ schedule, or a sample h_t ~ P(·|ψ_t)), broadcasts them with w_t; each client
 trains (`client_work`); deltas are aggregated with weights (`aggregation`);
 the server optimizer applies the pseudo-gradient −Δ_t; with AH the loss of
 w_{t+1} gives the reward that updates ψ (eq. 7); with FedEx θ takes its step.
-The server's parts are the components of `server`; this module wires them.
+The parts are client components (`client`) and server components (`server`), chosen and
+ordered by `methods`; this module wires them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tensorflow_federated as tff
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import client_work
 from tff_robust.algorithms import evaluation
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import methods
 from tff_robust.algorithms import server
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.common import seeding
@@ -48,9 +49,9 @@ class RobustProcess(tff.learning.templates.LearningProcess):
 
   Attributes beyond the base class:
     client_input_type: the client-placed input of ``next``.
-    next_with_client_states: with ``--rm_client_state=persist``, a computation
-      ``(state, client_inputs) -> (LearningProcessOutput, θ@CLIENTS)``; ``None`` otherwise.
-    trainer: the `client_work.ClientTrainer` (describes the client input).
+    next_with_client_states: when a client component keeps per-client state, a computation
+      ``(state, client_inputs) -> (LearningProcessOutput, {key: state}@CLIENTS)``; else ``None``.
+    trainer: the `client_work.ClientTrainer` (describes the client input and client state).
     after_rejection: ``(previous_state, rejected_state) -> state`` for a round the
       training loop's divergence guard rejects (see `build_process`).
   """
@@ -66,38 +67,7 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.client_input_type = trainer.input_type()
 
 
-def fedex_client(config: ProcessConfig) -> fedex_space.FedExClient:
-  """The k FedEx configurations, drawn around the centre (seed 002)."""
-  fc, ccfg = config.fedex, config.client
-  space = fc.space or fedex_space.SearchSpace()
-  options = fc.options or fedex_space.FedExOptions(seed=config.seed)
-  if config.ah is not None:
-    clash = {"learning_rate", "local_steps", "local_epochs"} & set(space.names)
-    if clash:
-      raise ValueError(f"--ah tunes the round's learning rate and local steps; FedEx must not also "
-                       f"tune {sorted(clash)} (set --fedex_{sorted(clash)[0]}=none)")
-  if ccfg.local_steps > 0 and "local_epochs" in space.names:
-    raise ValueError("FedEx tunes local_epochs but --local_steps > 0: tune local_steps instead "
-                     "(--fedex_local_epochs=none --fedex_local_steps=...) or use --local_steps=0")
-  if ccfg.local_steps == 0 and "local_steps" in space.names:
-    raise ValueError("FedEx tunes local_steps but --local_steps=0 (epochs): tune local_epochs instead")
-  if "dropout" in space.names:
-    raise ValueError("--fedex_dropout is not supported: dropout rates are fixed in the Keras model")
-  center = dict(fc.center) if fc.center else space.midpoint()
-  if not fc.center:
-    defaults = {"learning_rate": ccfg.lr, "batch_size": ccfg.batch_size, "prox_mu": ccfg.wd_mu,
-                "local_steps": ccfg.local_steps, "local_epochs": ccfg.local_epochs}
-    for name in space.names:
-      spec = space.spec(name)
-      value = defaults.get(name)
-      if value is None:
-        continue
-      if isinstance(spec, tuple) and value in spec:
-        center[name] = value
-      elif isinstance(spec, fedex_space.Range) and spec.low <= value <= spec.high:
-        center[name] = value
-  configs = fedex_space.sample_configs(space, center, options.radius, options.k, options.seed)
-  return fedex_space.FedExClient(space=space, options=options, configs=configs)
+fedex_client = methods.fedex_client  # the k FedEx configurations (seed 002)
 
 
 def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
@@ -121,7 +91,8 @@ def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   rm_client_state: str = "reset",
                   server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
-                  total_examples: Optional[int] = None) -> RobustProcess:
+                  total_examples: Optional[int] = None,
+                  num_clients: Optional[int] = None) -> RobustProcess:
   """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
 
   Type signatures (S: the server state, C: `client_input_type`, M: the round's metrics)::
@@ -129,8 +100,9 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     initialize: ( -> <core=<model, opt, round[, ah][, fedex]>, agg=...>@SERVER)
     next:       (<S@SERVER, {C}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)
 
-  A round: h_t from the schedule or the AH policy; w_t, h_t (and FedEx's θ) broadcast;
-  client work; the aggregator's Δ_t; the server optimizer, then each component's update.
+  A round: h_t from the schedule or the AH policy; w_t, h_t and the server components'
+  entries broadcast; client work (the client components); the aggregator's Δ_t; the server
+  optimizer, then each server component's update.
 
   Args:
     spec: model builder, loss, accuracy and the element spec of client data.
@@ -139,6 +111,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       ``reset`` (fresh θ each round).
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
+    num_clients: K, the task's clients (for a method that needs it, e.g. SCAFFOLD's |S|/N).
   """
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
@@ -161,21 +134,16 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       check_nonfinite=rob.byzantine_attack != "none").create(
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
-  client_loss = ah is not None and ah.loss_source == "clients"
-  fx = fedex_client(config) if config.fedex is not None else None
-  trainer = client_work.ClientTrainer(
-      spec, config.client, config.weighting, has_val=config.needs_client_val,
-      theta_in=rm_client_state == "persist", seed=config.seed,
-      pre_eval_batches=ah.client_eval_batches if client_loss else 0, fedex=fx,
-      attack=(None if rob.byzantine_attack == "none"
-              else (rob.byzantine_attack, rob.byzantine_scale, rob.byzantine_sigma)))
+  server_loss = (_server_loss_fn(spec, server_val)
+                 if ah is not None and ah.loss_source == "server" else None)
+  parts = methods.components(
+      methods.BuildContext(spec, config, trainable_specs, num_clients, server_loss), rm_client_state)
+  trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
+                                      has_val=config.weighting == "val_accuracy")
   opt = server.ServerOptimizer(config.server, trainable_specs)
-  policy = None if ah is None else server.AdaptiveHparams(
-      ah, config.seed, None if client_loss else _server_loss_fn(spec, server_val))
-  fedex_part = None if fx is None else server.FedExServer(
-      fx.options, len(fx.space.names) if fx.options.product_space else None)
+  policy = parts.policy
   hparam_source: server.HparamSource = policy or server.Schedule(config.client)
-  components = [c for c in (policy, fedex_part) if c is not None]  # state order: ah, fedex
+  components = parts.server  # state order: ah, fedex, the --algorithm's
 
   # ---- server-side TF computations -------------------------------------------------
   @tff.tensorflow.computation
@@ -208,38 +176,38 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   agg_result_type = agg_process.next.type_signature.result
 
   @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
-                              client_out_type["metrics"], agg_result_type.measurements.member)
-  def server_update(state, hparams, mean_delta, sums, measurements):
+                              client_out_type.report, agg_result_type.measurements.member)
+  def server_update(state, hparams, mean_delta, reports, measurements):
     """The optimizer's step (skipped when no client update survived), then each component's."""
-    excluded = sums["nonfinite"] + tf.cast(measurements["nonfinite_count"], tf.float32)
-    any_update = sums["num_clients"] - excluded > 0
+    train = reports["train"]  # client.TrainReport, summed
+    excluded = train.nonfinite + tf.cast(measurements["nonfinite_count"], tf.float32)
+    any_update = train.num_clients - excluded > 0
     trainable = list(state["model"].trainable)
     opt_state, new_trainable = opt.step(state["opt"], trainable, mean_delta, any_update, state["round"])
     new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
     new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
-    round_ = server.Round(t=state["round"] + 1, hparams=hparams, sums=sums, new_weights=new_weights)
-    part_metrics = {}
+    round_ = server.Round(t=state["round"] + 1, hparams=hparams, reports=reports, new_weights=new_weights)
+    metrics = server.round_metrics(train, hparams, mean_delta)
+    for part in trainer.components:  # the server's view of each client component's report
+      if part.key in reports:
+        metrics.update(part.metrics(reports[part.key], train))
     for part in components:
-      new_state[part.key], part_metrics[part.key] = part.update(state[part.key], round_)
-    metrics = server.round_metrics(sums, hparams, mean_delta)
-    if fedex_part is not None:
-      metrics.update(server.prefixed("fedex", part_metrics["fedex"]))
+      new_state[part.key], part_metrics = part.update(state[part.key], round_)
+      metrics.update(server.prefixed(part.key, part_metrics))
     metrics.update(server.prefixed("agg", measurements))
-    if policy is not None:
-      metrics.update(server.prefixed("ah", part_metrics["ah"]))
-    if config.needs_client_val:
-      metrics["client_val_accuracy"] = tf.math.divide_no_nan(sums["val_correct"], sums["val_predictions"])
+    if trainer.has_val:
+      metrics["client_val_accuracy"] = tf.math.divide_no_nan(train.val_correct, train.val_predictions)
     return new_state, metrics
 
   if config.aggregation_norm == "all":
     inv_total = np.float32(1.0 / float(total_examples))
 
-    @tff.tensorflow.computation(client_out_type["delta"], client_out_type["metrics"])
-    def kept_examples(delta, metrics):
+    @tff.tensorflow.computation(client_out_type.delta, client_out_type.report.train)
+    def kept_examples(delta, train):
       """n_k of a client whose update reaches the aggregate (finite), else 0."""
       finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
-      finite = tf.logical_and(finite, tf.equal(metrics["nonfinite"], 0.0))
-      return tf.where(finite, tf.cast(metrics["num_examples"], tf.float32), tf.constant(0.0))
+      finite = tf.logical_and(finite, tf.equal(train.nonfinite, 0.0))
+      return tf.where(finite, tf.cast(train.num_examples, tf.float32), tf.constant(0.0))
 
     @tff.tensorflow.computation(agg_result_type.result.member, np.float32)
     def scale_to_all(mean_delta, kept):
@@ -262,13 +230,13 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     broadcast = tff.federated_broadcast(tff.federated_map(make_broadcast, (core, hparams)))
     outputs = tff.federated_map(client_update, (broadcast, client_inputs))
     agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
-    sums = tff.federated_sum(outputs.metrics)
+    reports = tff.federated_sum(outputs.report)
     mean_delta = agg_output.result
     if config.aggregation_norm == "all":  # Σ_{S_t} (n_k / N) Δ_k = (Σ_{S_t} n_k / N) · weighted mean
-      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.metrics)))
+      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.report.train)))
       mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
     updated = tff.federated_map(
-        server_update, (core, hparams, mean_delta, sums, agg_output.measurements))
+        server_update, (core, hparams, mean_delta, reports, agg_output.measurements))
     new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
     return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs
 
@@ -280,11 +248,11 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     return _round(state, client_inputs)[0]
 
   next_with_client_states = None
-  if trainer.theta_in:
+  if trainer.stateful:
     @tff.federated_computation(server_state_type, clients_type)
     def next_with_client_states(state, client_inputs):
       output, outputs = _round(state, client_inputs)
-      return output, outputs.theta
+      return output, outputs.state
 
   get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
       full_state_type, weights_type, opt, policy)

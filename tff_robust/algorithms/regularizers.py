@@ -1,4 +1,5 @@
-"""Client-loss regularizers of seed 000 §4: entropy (eq. 8) and weight divergence (FedProx)."""
+"""Client-loss regularizers of seed 000 §4: entropy (eq. 8) and weight divergence (FedProx), as
+functions and as the client components that add them to the local objective."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Sequence
 from typing import Union
 
 import tensorflow as tf
+
+from tff_robust.algorithms.client import Component, Forward, LocalRun, LossTerm
 
 Scalar = Union[float, tf.Tensor]
 
@@ -50,3 +53,24 @@ def weight_divergence(trainable_weights: Sequence[tf.Tensor],
     diff = tf.cast(w, tf.float32) - tf.stop_gradient(tf.cast(w0, tf.float32))
     total += tf.reduce_sum(tf.square(diff))
   return total
+
+
+class EntropyTerm(Component):
+  """ER as a client component: + max(0, H_min − H(softmax(a_M))) on every batch (eq. 8)."""
+
+  key = "er"
+
+  def __init__(self, h_min: float):
+    self.h_min = h_min
+
+  def loss(self, run: LocalRun, x, y, fwd: Forward) -> LossTerm:
+    return LossTerm(entropy_regularizer(fwd.logits, self.h_min))
+
+
+class ProximalTerm(Component):
+  """The proximal term as a client component: + μ ‖w^i − w_t‖² (μ: ``--wd_mu``, or FedEx's draw)."""
+
+  key = "prox"
+
+  def loss(self, run: LocalRun, x, y, fwd: Forward) -> LossTerm:
+    return LossTerm(run.hp["prox_mu"] * weight_divergence(run.model.trainable_variables, run.initial))

@@ -8,7 +8,10 @@ component owns one entry ``key`` of the server state and answers four questions:
   ``update(entry, round_)``   its entry after the round and its metrics (unprefixed names)
 
 The round's client hyper-parameters h_t = (lr, steps) come from one `HparamSource`:
-`Schedule` (seed 004's client schedules) or `AdaptiveHparams` (seed 000 §3.2, h_t ~ P(·|ψ_t)).
+`Schedule` (seed 004's client schedules) or `AdaptiveHparams` (seed 000 §3.2, h_t ~ P(·|ψ_t);
+its client half, `PreTrainingLoss`, is a `client.Component`).
+A component reads its client half's report, summed over the round's clients, by its own key
+in ``Round.reports`` (``"train"``: the trainer's `client.TrainReport`).
 `ServerOptimizer` applies SERVEROPT to the pseudo-gradient −Δ_t (seed 004, Algorithm 2);
 `FedExServer` holds FedEx's θ over the k client configurations (seed 002).
 """
@@ -22,12 +25,14 @@ from typing import Any, NamedTuple, Optional, Protocol
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_robust.algorithms import evaluation
 from tff_robust.algorithms import fedex as fedex_lib
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import hparam_grid
 from tff_robust.algorithms import reinforce
 from tff_robust.algorithms import schedules
 from tff_robust.algorithms import server_opt
+from tff_robust.algorithms.client import Component, LocalResult, LocalRun, TrainReport
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ServerConfig
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -39,7 +44,7 @@ class Round(NamedTuple):
 
   t: tf.Tensor  # the round's number, 1-based (int32)
   hparams: Mapping[str, Any]  # h_t as broadcast (and AH's sample)
-  sums: Mapping[str, tf.Tensor]  # federated sums of the clients' reports
+  reports: Mapping[str, Any]  # the clients' typed reports summed, by client component key
   new_weights: ModelWeights  # w_{t+1}
 
 
@@ -116,7 +121,8 @@ class AdaptiveHparams:
     if self.server_loss is None:
       # The clients evaluated w_t before training: L_t, the reward of h_{t-1} (one round
       # late). Update ψ with the previous round's score, then keep h_t's.
-      loss = tf.math.divide_no_nan(round_.sums["pre_loss_sum"], round_.sums["pre_count"])
+      pre = round_.reports[self.key]
+      loss = tf.math.divide_no_nan(pre.loss_sum, pre.count)
       updated, _ = reinforce.observe_loss(entry, loss, p.hyper_lr, self._bounds, p.min_reward, p.baseline)
       state = updated._replace(last_index=sampled.last_index, last_score=sampled.last_score)
     else:  # L_{t+1} of the aggregate model on the server's validation set
@@ -133,6 +139,29 @@ class AdaptiveHparams:
     if self.server_loss is not None:
       state = state._replace(last_loss=reinforce.PolicyState(*previous).last_loss)
     return state
+
+
+class PreTrainingLoss(Component):
+  """AH's client half for ``--ah_loss_source=clients`` (seed 000 §3.3, second scheme): each client
+  evaluates the received w_t on ``batches`` batches of its data before training."""
+
+  key = AdaptiveHparams.key
+
+  def __init__(self, batches: int, batch_size: int):
+    self.batches, self.batch_size = batches, batch_size
+
+  def before_loop(self, run: LocalRun) -> None:
+    loss_sum, _, _, count = evaluation.evaluate(
+        run.model, run.inputs.data.batch(self.batch_size).take(self.batches), run.loss_fn, None)
+    run.scratch[self.key] = PreLossReport(loss_sum, count)
+
+  def after_loop(self, run: LocalRun, result: LocalResult) -> tuple[None, "PreLossReport"]:
+    return None, run.scratch[self.key]
+
+
+class PreLossReport(NamedTuple):
+  loss_sum: tf.Tensor  # Σ loss of w_t over the examples evaluated
+  count: tf.Tensor
 
 
 class FedExServer:
@@ -153,10 +182,10 @@ class FedExServer:
     return {"fedex_theta": entry["theta"]}
 
   def update(self, entry, round_: Round) -> tuple[collections.OrderedDict, collections.OrderedDict]:
-    s = round_.sums
+    s = round_.reports[self.key]  # fedex.FedExReport, summed
     theta, num, den, fx_metrics = fedex_lib.server_update(
-        entry["theta"], entry["baseline_num"], entry["baseline_den"], s["fedex_loss"], s["fedex_count"],
-        s["fedex_total"], tf.cast(round_.t, tf.float32), self.options)
+        entry["theta"], entry["baseline_num"], entry["baseline_den"], s.loss, s.count, s.total,
+        tf.cast(round_.t, tf.float32), self.options)
     metrics = collections.OrderedDict((k, tf.cast(v, tf.float32)) for k, v in fx_metrics.items())
     metrics["theta_max"] = tf.reduce_max(theta)
     return collections.OrderedDict(theta=theta, baseline_num=num, baseline_den=den), metrics
@@ -193,30 +222,24 @@ class ServerOptimizer:
     return opt_state, new_trainable
 
 
-def round_metrics(sums: Mapping[str, tf.Tensor], hparams: Mapping[str, Any],
+def round_metrics(train: TrainReport, hparams: Mapping[str, Any],
                   mean_delta: list) -> collections.OrderedDict:
-  """The round's training metrics from the clients' sums; RM's eq. 1 per example, total and per
-  layer j. ``client_lr`` and ``local_steps`` are the means over the round's clients of what they
-  trained with (under FedEx each client's own configuration; the round's h_t if none came)."""
-  count = tf.maximum(sums["count"], 1.0)
-  clients = sums["num_clients"]
-  per_client = lambda key, default: tf.where(clients > 0, sums[key] / tf.maximum(clients, 1.0),
-                                             tf.cast(default, tf.float32))
-  metrics = collections.OrderedDict(
-      train_loss=sums["loss_sum"] / count,
-      train_accuracy=sums["correct"] / tf.maximum(sums["predictions"], 1.0),
-      client_lr=per_client("lr_sum", hparams["lr"]),
-      local_steps=per_client("steps_sum", hparams["steps"]),
-      num_clients=sums["num_clients"], nonfinite_clients=sums["nonfinite"],
-      examples_trained=sums["count"],
+  """The round's training metrics from the clients' summed `client.TrainReport`. ``client_lr`` and
+  ``local_steps`` are the means over the round's clients of what they trained with (under FedEx
+  each client's own configuration; the round's h_t if none came)."""
+  count = tf.maximum(train.count, 1.0)
+  clients = train.num_clients
+  per_client = lambda total, default: tf.where(clients > 0, total / tf.maximum(clients, 1.0),
+                                               tf.cast(default, tf.float32))
+  return collections.OrderedDict(
+      train_loss=train.loss_sum / count,
+      train_accuracy=train.correct / tf.maximum(train.predictions, 1.0),
+      client_lr=per_client(train.lr_sum, hparams["lr"]),
+      local_steps=per_client(train.steps_sum, hparams["steps"]),
+      num_clients=train.num_clients, nonfinite_clients=train.nonfinite,
+      examples_trained=train.count,
       update_norm=tf.linalg.global_norm(mean_delta),
-      client_drift=sums["drift_sum"] / tf.maximum(sums["num_clients"] - sums["nonfinite"], 1.0))
-  rm_keys = sorted((k for k in sums if k.startswith("rm_term")), key=lambda k: int(k[7:-4]))
-  if rm_keys:
-    metrics["rm_loss"] = tf.add_n([sums[k] for k in rm_keys]) / count
-    for key in rm_keys:
-      metrics[f"rm_loss_{key[7:-4]}"] = sums[key] / count
-  return metrics
+      client_drift=train.drift_sum / tf.maximum(train.num_clients - train.nonfinite, 1.0))
 
 
 def prefixed(prefix: str, metrics: Mapping[str, tf.Tensor]) -> collections.OrderedDict:

@@ -1,5 +1,5 @@
 """A run's checkpoints: the process state and its round through TFF's
-`tff.program.FileProgramStateManager` (the last three kept), and the clients' persisted θ^i
+`tff.program.FileProgramStateManager` (the last three kept), and the clients' state
 (`client_states.ClientStateStore`) at the same round, so a resumed run continues exactly."""
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ class CheckpointMismatchError(ValueError):
 class RunCheckpoints:
   """Saves and restores ``{"state", "round"}`` in ``output_dir/checkpoints``."""
 
-  def __init__(self, output_dir: str, theta_store: Optional[client_states.ClientStateStore] = None):
+  def __init__(self, output_dir: str, state_store: Optional[client_states.ClientStateStore] = None):
     self.directory = os.path.join(output_dir, "checkpoints")
     self.manager = tff.program.FileProgramStateManager(root_dir=self.directory, keep_total=3,
                                                        keep_first=False)
-    self.theta_store = theta_store
+    self.state_store = state_store
 
   def save(self, state, round_num: int) -> None:
-    if self.theta_store is not None:
-      self.theta_store.checkpoint(round_num)
+    if self.state_store is not None:
+      self.state_store.checkpoint(round_num)
     run_sync(self.manager.save({"state": state, "round": np.int32(round_num)}, round_num))
 
   def restore(self, initial_state) -> tuple[object, int]:
@@ -53,7 +53,7 @@ class RunCheckpoints:
           f"configuration (its state does not fit this process: {str(e).splitlines()[0][:200]}); "
           "use another --experiment_name or --root_output_dir, or delete that directory") from None
     round_num = int(saved["round"])
-    if self.theta_store is not None:
-      self.theta_store.restore(round_num)
+    if self.state_store is not None:
+      self.state_store.restore(round_num)
     logger.debug("Resumed from the checkpoint of round %d.", round_num)  # the console says so
     return saved["state"], round_num

@@ -1,7 +1,7 @@
 """What a sampled client receives in a round: its examples in an order drawn from (seed,
 round, client), the held-out part for validation (`split_validation`), its own seed
-(FedEx's c ~ θ, byzantine noise) and, with ``--rm_client_state=persist``, its θ^i —
-packed as the process' client input (`client_input.ClientInput`)."""
+(FedEx's c ~ θ, byzantine noise) and the state its client components keep (RM's persisted θ^i,
+SCAFFOLD's c_i) — packed as the process' client input (`client_input.ClientInput`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class ClientFeed:
   seed: int
   shuffle_buffer: int
   val_every: int  # used when the input carries a validation part
-  theta_store: Optional[client_states.ClientStateStore] = None
+  state_store: Optional[client_states.ClientStateStore] = None
 
   def __post_init__(self):
     self.index = {cid: i for i, cid in enumerate(self.client_ids)}
@@ -60,5 +60,5 @@ class ClientFeed:
     seed = None
     if self.input.has_seed:  # the client's own seed for c ~ θ (FedEx), from (seed, round, id)
       seed = fedex_lib.client_seed(self.seed, round_num, self.index[cid])
-    theta = self.theta_store.get(cid) if self.theta_store is not None else None
-    return self.input.pack(data, val=val, seed=seed, byzantine=byzantine, theta=theta)
+    state = self.state_store.get(cid) if self.state_store is not None else None
+    return self.input.pack(data, val=val, seed=seed, byzantine=byzantine, state=state)

@@ -1,11 +1,15 @@
-"""Per-client state kept by the driver (θ^i of Algorithm 1, seed 000), in memory and on disk.
+"""Per-client state kept by the driver, in memory and on disk: what the process' client
+components keep (`client.StateSpec`, by component key: RM's θ^i of Algorithm 1, seed 000;
+SCAFFOLD's c_i).
 
-θ^i never leaves its client in the update and is never aggregated; in
+A client's state never leaves it in the update and is never aggregated; in
 simulation the driver holds it between the rounds that client is sampled in.
 At most ``max_in_memory`` clients are held in memory (least recently used are
 spilled to disk). Every state written to disk carries the round it was made
 in, so a run resumed from the checkpoint of round R reads, for each client,
-the newest state from a round ≤ R — exactly what it had at that checkpoint.
+the newest state from a round ≤ R — exactly what it had at that checkpoint. A file holds leaf i of component ``key`` as the
+array ``key.i``; a file of the layout before client components (``arr_0, arr_1, ...``, RM's θ^i
+only) is read as the state of `LEGACY_KEY`.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import collections
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Optional
 
 import numpy as np
 
 _FILE = re.compile(r"^(?P<cid>.+)\.r(?P<round>\d+)\.npz$")
+LEGACY_KEY = "rm"  # whose state a file of arrays arr_0, arr_1, ... holds (θ^i, before components)
+State = Mapping[str, list[np.ndarray]]  # leaves by component key
 
 
 def _safe(client_id: str) -> str:
@@ -28,12 +34,12 @@ def _safe(client_id: str) -> str:
 class ClientStateStore:
   """``get(cid)`` / ``put(cid, state, round)`` with bounded memory and round-tagged files."""
 
-  def __init__(self, directory: str, init_fn: Callable[[str], list[np.ndarray]],
+  def __init__(self, directory: str, init_fn: Callable[[str], State],
                max_in_memory: int = 1000):
     self.directory = directory
     self._init_fn = init_fn
     self._max = max_in_memory
-    self._cache: collections.OrderedDict[str, tuple[list[np.ndarray], int]] = collections.OrderedDict()
+    self._cache: collections.OrderedDict[str, tuple[State, int]] = collections.OrderedDict()
     self._dirty: set[str] = set()
     self._limit_round: Optional[int] = None
     os.makedirs(directory, exist_ok=True)
@@ -47,13 +53,26 @@ class ClientStateStore:
         out.append((int(m.group("round")), os.path.join(self.directory, name)))
     return sorted(out)
 
-  def _write(self, cid: str, state: list[np.ndarray], round_num: int) -> None:
+  def _write(self, cid: str, state: State, round_num: int) -> None:
     path = os.path.join(self.directory, f"{_safe(cid)}.r{round_num}.npz")
     tmp = path + ".tmp.npz"
-    np.savez(tmp, *state)
+    np.savez(tmp, **{f"{key}.{i}": v for key, leaves in state.items() for i, v in enumerate(leaves)})
     os.replace(tmp, path)
 
-  def get(self, cid: str) -> list[np.ndarray]:
+  @staticmethod
+  def _read(path: str) -> State:
+    """A file's state by component key (the layout before components: `LEGACY_KEY`'s leaves)."""
+    with np.load(path) as f:
+      names = list(f.files)
+      if all(re.fullmatch(r"arr_\d+", n) for n in names):
+        return collections.OrderedDict([(LEGACY_KEY, [f[f"arr_{i}"] for i in range(len(names))])])
+      leaves: dict[str, dict[int, np.ndarray]] = {}
+      for name in names:
+        key, _, i = name.rpartition(".")
+        leaves.setdefault(key, {})[int(i)] = f[name]
+    return collections.OrderedDict((key, [v[i] for i in range(len(v))]) for key, v in leaves.items())
+
+  def get(self, cid: str) -> State:
     """The client's state: cached, else newest on disk (≤ the resumed round), else fresh."""
     if cid in self._cache:
       self._cache.move_to_end(cid)
@@ -61,16 +80,14 @@ class ClientStateStore:
     versions = [(r, p) for r, p in self._versions(cid)
                 if self._limit_round is None or r <= self._limit_round]
     if versions:
-      with np.load(versions[-1][1]) as f:
-        state = [f[f"arr_{i}"] for i in range(len(f.files))]
-      round_num = versions[-1][0]
+      state, round_num = self._read(versions[-1][1]), versions[-1][0]
     else:
-      state, round_num = [np.asarray(v) for v in self._init_fn(cid)], -1
+      state, round_num = _arrays(self._init_fn(cid)), -1
     self._insert(cid, state, round_num, dirty=False)
     return state
 
-  def put(self, cid: str, state: list[np.ndarray], round_num: int) -> None:
-    self._insert(cid, [np.asarray(v) for v in state], round_num, dirty=True)
+  def put(self, cid: str, state: State, round_num: int) -> None:
+    self._insert(cid, _arrays(state), round_num, dirty=True)
 
   def _insert(self, cid, state, round_num, dirty):
     self._cache[cid] = (state, round_num)
@@ -109,3 +126,7 @@ class ClientStateStore:
       m = _FILE.match(name)
       if m and int(m.group("round")) > round_num:
         os.remove(os.path.join(self.directory, name))
+
+
+def _arrays(state: State) -> State:
+  return collections.OrderedDict((key, [np.asarray(v) for v in leaves]) for key, leaves in state.items())

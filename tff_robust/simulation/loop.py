@@ -1,7 +1,7 @@
 """The training loop: each round, the clients `selection` draws get their inputs from
 `client_data`, the process trains them, the `guard` may reject the result, and the round's
-metrics go out through `releases`; `checkpoints` saves the state (and the clients' θ) so a
-run resumes where it stopped.
+metrics go out through `releases`; `checkpoints` saves the state (and the state the client
+components keep per client) so a run resumes where it stopped.
 
 Everything random is derived from (seed, round): the clients sampled, each
 client's data order and the process' own per-round seeds. A run resumed from a
@@ -82,26 +82,29 @@ class TrainingLoop:
   """Drives ``process`` over ``task`` as ``config`` says; see `run`."""
 
   def __init__(self, process: RobustProcess, task: Task, config: LoopConfig, *,
-               initial_theta_fn: Optional[Callable[[str], list[np.ndarray]]] = None):
+               initial_state_fn: Optional[Callable[[str], client_states.State]] = None):
+    """``initial_state_fn(cid)``: a client's state before its first round (default: the client
+    components' declared initial values, the same for every client)."""
     self.process = process
     self.task = task
     self.config = config
     self.client_ids = sorted(task.train.client_ids)
     os.makedirs(config.output_dir, exist_ok=True)
-    theta_store = None
-    if process.trainer.theta_in:
-      if initial_theta_fn is None:
-        raise ValueError("persisted client state needs initial_theta_fn")
-      theta_store = client_states.ClientStateStore(
-          os.path.join(config.output_dir, "client_states"), initial_theta_fn,
+    state_store = None
+    if process.trainer.stateful:
+      if initial_state_fn is None:
+        state0 = process.trainer.initial_state()
+        initial_state_fn = lambda cid: state0  # noqa: E731
+      state_store = client_states.ClientStateStore(
+          os.path.join(config.output_dir, "client_states"), initial_state_fn,
           config.max_clients_in_memory)
-    self.theta_store = theta_store
+    self.state_store = state_store
     self.selection = ClientSelection(
         self.client_ids, num_sampled(len(self.client_ids), config.clients_per_round, config.client_fraction),
         config.seed, config.client_dropout_rate, config.byzantine_fraction)
     self.client_input = ClientFeed(task.train, self.client_ids, process.trainer.input, config.seed,
-                                   config.shuffle_buffer, config.client_val_every, theta_store)
-    self.checkpoints = RunCheckpoints(config.output_dir, theta_store)
+                                   config.shuffle_buffer, config.client_val_every, state_store)
+    self.checkpoints = RunCheckpoints(config.output_dir, state_store)
     self.releases = RunReleases(config.output_dir, config.log_every)
     self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
     self._test = task.test.batch(config.eval_batch_size).cache()
@@ -140,10 +143,10 @@ class TrainingLoop:
                      "skipped_round": 1.0}
     inputs = [self.client_input(cid, round_num, bool(b))
               for cid, b in zip(clients.training, clients.byzantine)]
-    if self.theta_store is not None:
-      output, thetas = self.process.next_with_client_states(state, inputs)
+    if self.state_store is not None:
+      output, states = self.process.next_with_client_states(state, inputs)
     else:
-      output, thetas = self.process.next(state, inputs), []
+      output, states = self.process.next(state, inputs), []
     metrics = to_float_dict(output.metrics)
     metrics.update(dropped_clients=float(len(clients.sampled) - len(clients.training)),
                    byzantine_clients=float(np.sum(clients.byzantine)), skipped_round=0.0)
@@ -152,8 +155,8 @@ class TrainingLoop:
       metrics["rejected_round"] = 1.0
       return self.process.after_rejection(state, output.state), metrics
     metrics["rejected_round"] = 0.0
-    for cid, theta in zip(clients.training, thetas):
-      self.theta_store.put(cid, list(theta), round_num)
+    for cid, client_state in zip(clients.training, states):
+      self.state_store.put(cid, client_state, round_num)
     return output.state, metrics
 
   def run(self, progress=None, stop: Optional[Callable[[], bool]] = None,
@@ -239,9 +242,6 @@ def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
     total = total_train_examples(task.train, loop_config.client_val_every
                                  if process_config.needs_client_val else 0)
   process = process_lib.build_process(spec, process_config, rm_client_state=rm_client_state,
-                                      server_val=server_val, total_examples=total)
-  initial_theta = None
-  if process.trainer.theta_in:
-    theta0 = process.trainer.initial_theta()
-    initial_theta = lambda cid: theta0  # noqa: E731
-  return TrainingLoop(process, task, loop_config, initial_theta_fn=initial_theta)
+                                      server_val=server_val, total_examples=total,
+                                      num_clients=len(task.train.client_ids))
+  return TrainingLoop(process, task, loop_config)

@@ -139,7 +139,7 @@ class FederatedArmRunner:
     out = {f"global_{k}": v for k, v in self._pooled(training, "test").items() if k != "examples"}
     trainer = training.process.trainer
     theta = None
-    if trainer.fedex is not None:
+    if trainer.component("fedex") is not None:
       theta = training.state["core"]["fedex"]["theta"]
     refiner = federated_eval.Refiner(trainer)
     ccfg = self.config_of(arm).client

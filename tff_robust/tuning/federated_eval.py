@@ -115,17 +115,17 @@ class Refiner:
     spec = trainer.spec
     self._trainer = trainer
     self._spec = spec
-    # θ's initial values come from a private graph, and Keras invalidates the eager models made
-    # before a model is built in a graph: take them before building any model here.
-    self._theta0 = trainer.initial_theta() if trainer.uses_rm else None
+    # The client state's initial values (RM's θ) come from a private graph, and Keras invalidates
+    # the eager models made before a model is built in a graph: take them before any model here.
+    self._state0 = trainer.initial_state()
     local = trainer.local_trainer()
     model, loss = spec.model_fn(), spec.loss_fn()
 
     @tf.function
-    def refine(broadcast, data, val, theta, seed, test):
-      out = local(broadcast, data, val, theta, seed)
+    def refine(broadcast, data, val, state, seed, test):
+      out = local(broadcast, data, val, state, seed)
       weights = broadcast["model"]
-      tuned = [w + d for w, d in zip(weights.trainable, out["delta"])]
+      tuned = [w + d for w, d in zip(weights.trainable, out.delta)]
       evaluation.assign_weights(model, tuned, weights.non_trainable)
       return evaluation.evaluate(model, test.batch(batch_size), loss, spec.accuracy_fn)
 
@@ -138,7 +138,7 @@ class Refiner:
     broadcast = collections.OrderedDict(
         model=ModelWeights(trainable=list(weights.trainable), non_trainable=list(weights.non_trainable)),
         lr=np.float32(lr), steps=np.int32(steps))
-    if self._trainer.fedex is not None:
+    if self._trainer.component("fedex") is not None:
       if fedex_theta is None:
         raise ValueError("a FedEx run's refine evaluation needs its θ")
       broadcast["fedex_theta"] = refine_theta(fedex_theta, how)
@@ -146,6 +146,6 @@ class Refiner:
     for index, cid in enumerate(client_ids):
       data, val = splits.train(cid), splits.val(cid)
       client_seed = np.asarray(fedex_lib.client_seed(seed, -1, index), np.int64)
-      out = self._refine(broadcast, data, val, self._theta0, client_seed, splits.test(cid))
+      out = self._refine(broadcast, data, val, self._state0, client_seed, splits.test(cid))
       sums.append(tuple(float(v) for v in out))
     return _pooled(sums, self._spec.accuracy_fn is not None)
