@@ -13,7 +13,8 @@ its 91 voice variants (``VARIANTS``: the timbres of Debian's ``espeak-ng-data``
 without the effect voices), a base pitch and a base speed. Each of a speaker's
 ``repeats`` utterances of a word jitters pitch, speed and gain and places the
 word at a random offset inside the 1 s clip, over faint white noise (``noise``,
-0 for none).
+0 for none). ``--effects`` (`tasks.espeak_effects`, off by default) adds background noise or
+babble at a random SNR, reverberation, a wider time shift, band-limiting and gain per clip.
 
 Split: whole speakers, by Speech Commands' own rule, the SHA-1 of the speaker id
 (`speech_commands.hash_split`: 10 % validation, 10 % test). The 8-hex-digit ids
@@ -54,7 +55,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tff_robust.tasks import speech_commands
+from tff_robust.tasks import espeak_effects, speech_commands
+from tff_robust.tasks.espeak_effects import resample, trim
 
 VERSION = 2
 WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
@@ -190,42 +192,32 @@ def _espeak_wav(word: str, voice: str, pitch: int, speed: int, binary: str) -> n
   return np.frombuffer(data, dtype="<i2").astype(np.float64) / 32768.0
 
 
-def resample(audio: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
-  """Band-limited resampling by truncating / zero-padding the real FFT spectrum."""
-  n_out = int(round(len(audio) * rate_out / rate_in))
-  spectrum = np.fft.rfft(audio)
-  keep = n_out // 2 + 1
-  if keep <= len(spectrum):
-    spectrum = spectrum[:keep]
-  else:
-    spectrum = np.concatenate([spectrum, np.zeros(keep - len(spectrum), spectrum.dtype)])
-  return np.fft.irfft(spectrum, n=n_out) * (n_out / len(audio))
+def _speak(word: str, voice: str, pitch: int, speed: int, binary: str) -> np.ndarray:
+  """espeak-ng's ``word``, trimmed, at ``SAMPLE_RATE``."""
+  return resample(trim(_espeak_wav(word, voice, pitch, speed, binary)), ESPEAK_RATE, SAMPLE_RATE)
 
 
-def _trim(audio: np.ndarray, threshold: float = 0.02) -> np.ndarray:
-  """Drops leading and trailing samples quieter than ``threshold`` x peak."""
-  loud = np.flatnonzero(np.abs(audio) > threshold * np.max(np.abs(audio), initial=0.0))
-  if loud.size == 0:
-    return audio
-  return audio[loud[0]:loud[-1] + 1]
-
-
-def _utterance(word: str, speaker: Speaker, n: int, seed: int, noise: float,
-               binary: str) -> np.ndarray:
-  """The ``n``-th 1 s int16 clip of ``speaker`` saying ``word``."""
-  key = f"{seed}:{speaker.speaker_id}:{word}:{n}".encode()
-  rng = np.random.default_rng(int.from_bytes(hashlib.sha1(key).digest()[:8], "little"))
+def _utterance(word: str, speaker: Speaker, n: int, seed: int, noise: float, binary: str,
+               effects: espeak_effects.Effects = espeak_effects.PRESETS["off"],
+               pool: Sequence[np.ndarray] = ()) -> np.ndarray:
+  """The ``n``-th 1 s int16 clip of ``speaker`` saying ``word`` (``effects``, babble ``pool``)."""
+  key = f"{seed}:{speaker.speaker_id}:{word}:{n}"
+  rng = np.random.default_rng(int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "little"))
+  fx = espeak_effects.clip_rng(key)  # draws nothing unless effects are on
   pitch = int(np.clip(speaker.pitch + rng.integers(-PITCH_JITTER, PITCH_JITTER + 1), 0, 99))
   speed = int(max(80, speaker.speed + rng.integers(-SPEED_JITTER, SPEED_JITTER + 1)))
-  audio = _espeak_wav(word, f"{speaker.voice}+{speaker.variant}", pitch, speed, binary)
-  audio = resample(_trim(audio), ESPEAK_RATE, SAMPLE_RATE)
+  audio = _speak(word, f"{speaker.voice}+{speaker.variant}", pitch, speed, binary)
+  audio = espeak_effects.reverberate(audio, fx, effects)
   audio *= rng.uniform(*GAIN_RANGE) / max(np.max(np.abs(audio)), 1e-9)
   if len(audio) > CLIP_SAMPLES:  # centre crop
     start = (len(audio) - CLIP_SAMPLES) // 2
     audio = audio[start:start + CLIP_SAMPLES]
   clip = rng.normal(0.0, noise, CLIP_SAMPLES) if noise > 0 else np.zeros(CLIP_SAMPLES)
   offset = int(rng.integers(0, CLIP_SAMPLES - len(audio) + 1))
-  clip[offset:offset + len(audio)] += audio
+  if effects.active:
+    clip = espeak_effects.render(audio, clip, offset, fx, effects, pool).mixture
+  else:
+    clip[offset:offset + len(audio)] += audio
   return np.round(np.clip(clip, -1.0, 32767 / 32768) * 32768).astype("<i2")
 
 
@@ -293,6 +285,7 @@ def build_corpus(
     seed: int = 0,
     words: Sequence[str] = WORDS,
     workers: Optional[int] = None,
+    effects: espeak_effects.Effects = espeak_effects.PRESETS["off"],
 ) -> CorpusInfo:
   """Writes the corpus to ``out_dir`` (absent or empty) and returns what it wrote.
 
@@ -307,6 +300,7 @@ def build_corpus(
     seed: seed for speakers, jitter, offsets and noise.
     words: the words to speak.
     workers: parallel espeak-ng processes (default: number of CPUs); does not change the output.
+    effects: per-clip acoustic conditions (`tasks.espeak_effects`), in the manifest when on.
   """
   binary = espeak_binary()
   if binary is None:
@@ -333,13 +327,18 @@ def build_corpus(
       "pitch_jitter": PITCH_JITTER, "speed_jitter": SPEED_JITTER, "gain_range": list(GAIN_RANGE),
       "sample_rate": SAMPLE_RATE, "clip_samples": CLIP_SAMPLES,
   }
+  if effects.active:
+    parameters["effects"] = effects.manifest()
+  voices = [f"{v}+{x}" for v, x in itertools.product(VOICES, VARIANTS)]
+  babble = (espeak_effects.babble_pool(lambda *a: _speak(*a, binary), voices, seed)
+            if effects.needs_babble else [])
   tmp = f"{os.path.abspath(out_dir).rstrip(os.sep)}.partial-{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
 
   def run(job):
     w, s, n = job
     rel = f"{w}/{s.speaker_id}_nohash_{n}.wav"
-    data = wav_bytes(_utterance(w, s, n, seed, noise, binary))
+    data = wav_bytes(_utterance(w, s, n, seed, noise, binary, effects, babble))
     with open(os.path.join(tmp, rel), "wb") as f:
       f.write(data)
     return rel, hashlib.sha256(data).hexdigest(), len(data)
@@ -388,11 +387,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--noise", type=float, default=NOISE, help="white noise std (0 = none)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--workers", type=int, default=None)
+  parser.add_argument("--effects", type=espeak_effects.parse, default=espeak_effects.PRESETS["off"],
+                      help=f"{', '.join(espeak_effects.PRESETS)} or a JSON object of their fields")
   args = parser.parse_args(argv)
   info = build_corpus(
       args.out_dir, args.speakers, args.repeats, test_fraction=args.test_fraction,
       validation_fraction=args.validation_fraction, noise=args.noise, seed=args.seed,
-      workers=args.workers)
+      workers=args.workers, effects=args.effects)
   m = info.manifest
   print(f"wrote {info.num_files} clips to {info.out_dir}: {len(info.train_speakers)} train, "
         f"{len(info.validation_speakers)} validation, {len(info.test_speakers)} test speakers")

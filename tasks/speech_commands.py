@@ -218,11 +218,14 @@ def read_manifest(folder: str) -> dict | None:
 
 
 def corpus_summary(manifest: dict) -> str:
-  """E.g. ``espeak corpus v2 (1000 speakers x 3 repeats, fingerprint 0123abcd)``."""
+  """E.g. ``espeak corpus v2 (1000 speakers x 3 repeats, fingerprint 0123abcd)``, and
+  ``, effects medium`` before the parenthesis' end when the corpus has `espeak_effects`."""
   params = manifest.get("parameters", {})
+  effects = params.get("effects")
   return (f"espeak corpus v{manifest.get('version', '?')} ({params.get('num_speakers', '?')} "
           f"speakers x {params.get('repeats', '?')} repeats, fingerprint "
-          f"{str(manifest.get('fingerprint', '?'))[:8]})")
+          f"{str(manifest.get('fingerprint', '?'))[:8]}"
+          f"{', effects ' + str(effects.get('name', '?')) if effects else ''})")
 
 
 def feature_key(fingerprint: str, clips: dict[str, list[tuple[str, int, str]]]) -> str:
