@@ -17,6 +17,7 @@ step's floating-point operations (ops).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -63,8 +64,8 @@ def step_flops(spec: client_work.ModelSpec, cfg: ClientConfig, batch: int) -> in
   `client_work.ClientTrainer` computes them with its client components; variable updates
   (element-wise) are left out."""
   model = spec.model_fn()
-  context = methods.BuildContext(spec, ProcessConfig(client=cfg), [], None, None)
-  parts = methods.components(context, "reset").client
+  cfg = dataclasses.replace(cfg, rm_client_state="reset")  # θ's per-client state plays no part here
+  parts = methods.components(methods.BuildContext(spec, ProcessConfig(client=cfg), [], None, None)).client
   built = {c.key: c.build(model) for c in parts}
   initial = [tf.identity(v) for v in model.trainable_variables]
   run = client.LocalRun(model, spec.loss_fn(), {"prox_mu": tf.constant(cfg.wd_mu)}, {}, None, initial,
@@ -172,7 +173,8 @@ def main() -> None:
 
 def _round_step(spec: client_work.ModelSpec, cfg: ProcessConfig, data: list, val):
   """One round of a method's process per call, its state carried from call to call."""
-  p = process.build_process(spec, cfg, rm_client_state="reset", server_val=val)
+  cfg = dataclasses.replace(cfg, client=dataclasses.replace(cfg.client, rm_client_state="reset"))
+  p = process.build_process(spec, cfg, server_val=val)
   state = [p.initialize()]
 
   def step():

@@ -37,8 +37,9 @@ METHODS = (("FA", 0.0, "logits"), ("RM logits", 0.3, "logits"), ("RM softmax", 0
 
 def _process(spec, lr: float, steps: int, rm_weight: float, top: str, seed: int):
   cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=steps, batch_size=64, er_h_min=0.5,
-                                          rm_weight=rm_weight, rm_top_source=top), seed=seed)
-  return process.build_process(spec, cfg, rm_client_state="persist" if rm_weight > 0 else "reset")
+                                          rm_weight=rm_weight, rm_top_source=top,
+                                          rm_client_state="persist" if rm_weight > 0 else "reset"), seed=seed)
+  return process.build_process(spec, cfg)
 
 
 def _round(p, state, data, thetas):

@@ -17,7 +17,7 @@ from absl import flags
 from tff_robust import tasks
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
-from tff_robust.algorithms.config import RM_CLIENT_STATES, RobustConfig, ServerConfig
+from tff_robust.algorithms.config import RobustConfig, ServerConfig
 from tff_robust.common import options, paths
 from tff_robust.common.options import option
 from tff_robust.simulation.loop import LoopConfig
@@ -33,15 +33,14 @@ FLAGS = flags.FLAGS
 class RunConfig:
   """Everything `main` needs, parsed and validated."""
 
-  task: str
   task_options: TaskOptions
   process: ProcessConfig
   loop: LoopConfig
-  rm_client_state: str = option("persist", "rm_client_state",
-                                "Matching parameters θ: persist per client, or reset each round.",
-                                choices=RM_CLIENT_STATES)
-  ah_val_examples: int = option(500, "ah_val_examples", "Size of the server validation set (loss source server).")
-  workers: tuple[str, ...] = ()
+  task: str = option("mnist", "task", "Task name (" + ", ".join(tasks.task_names())
+                     + ") or a plug-in 'package.module:function' returning a tff_robust.tasks.base.Task.")
+  workers: tuple[str, ...] = option((), "workers", "host:port of running TFF worker_binary services "
+                                    "(python -m tff_robust.runtime.workers); a round's clients are split "
+                                    "across them.", kind="list")
 
 
 # The dataclasses whose fields are flags (`options.option`), in the order --help lists them.
@@ -81,10 +80,6 @@ def define_flags() -> None:
   """
   if "task" in FLAGS:
     return
-  flags.DEFINE_string("task", "mnist", "Task name (" + ", ".join(tasks.task_names())
-                      + ") or a plug-in 'package.module:function' returning a tff_robust.tasks.base.Task.")
-  flags.DEFINE_list("workers", [], "host:port of running TFF worker_binary services (python -m "
-                    "tff_robust.runtime.workers); a round's clients are split across them.")
   flags.DEFINE_bool("ah", False, "Adaptive hyper-parameters: sample (lr, steps) each round from P(h|ψ).")
   flags.DEFINE_string("ah_reward_clip", "-1", "Lower clip of r_t (a number < 0), or none (the seed's "
                       "unclipped reward).")
@@ -108,7 +103,7 @@ def from_flags(cls: type, f=FLAGS, **given):
       continue
     value = getattr(f, meta.name)
     if isinstance(field.default, tuple):
-      element = type(field.default[0])
+      element = type(field.default[0]) if field.default else str
       try:
         value = tuple(element(v) for v in value)
       except ValueError:
@@ -177,20 +172,15 @@ def parse(f=FLAGS) -> RunConfig:
     tasks.validate_task_options(f.task, task_options)
   ah = None
   if f.ah:
-    options.check(f.ah_val_examples >= 1, "ah_val_examples", f.ah_val_examples, "must be ≥ 1")
     ah = from_flags(AHConfig, f, min_reward=_reward_clip(f.ah_reward_clip))
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
                        robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None)
-  if process.fedex is not None:
-    from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
-    process_lib.fedex_client(process)  # validates the space against the client configuration
   name = f.experiment_name or experiment_name(f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
                 f.byzantine_fraction, "needs --byzantine_attack other than none")
   check_paths(f)
-  return from_flags(RunConfig, f, task=f.task, task_options=task_options, process=process, loop=loop,
-                    workers=tuple(f.workers))
+  return from_flags(RunConfig, f, task_options=task_options, process=process, loop=loop)
 
 
 # ---- `python -m tff_robust.tune` ---------------------------------------------------------
@@ -262,8 +252,7 @@ def parse_tune(f=FLAGS) -> TuneConfig:
   fedex_cfg = None
   if f.tune_local or any(m.endswith("fedex") for m in methods):
     fedex_cfg = fedex_config(f)
-    from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
-    process_lib.fedex_client(dataclasses.replace(run.process, fedex=fedex_cfg))
+    dataclasses.replace(run.process, fedex=fedex_cfg)  # validates the space against the client flags
   if f.tune_local:
     config = dataclasses.replace(config, local_space=fedex_cfg.space)
   run = dataclasses.replace(run, process=dataclasses.replace(run.process, fedex=None))

@@ -64,15 +64,13 @@ def main(argv: list[str]) -> None:
   progress = console.RunConsole(
       console.header(task=task.name, task_info=task.info, num_clients=num_clients,
                      per_round=per_round, process=config.process, loop=config.loop,
-                     rm_client_state=config.rm_client_state, workers=config.workers,
+                     workers=config.workers,
                      notes=notes),
       rounds=config.loop.rounds,
       earlier_rounds=int(max((r for r, _ in console.read_metric(out, "round")), default=0)))
   with tff_runtime(addresses=config.workers), cli.StopRequest() as stop:
     try:
-      training = loop_lib.build_training_loop(task, config.process, config.loop,
-                                              rm_client_state=config.rm_client_state,
-                                              ah_val_examples=config.ah_val_examples)
+      training = loop_lib.build_training_loop(task, config.process, config.loop)
       result = training.run(progress=progress, stop=stop)
     except loop_lib.CheckpointMismatchError as e:
       progress.close()

@@ -59,7 +59,6 @@ def main(argv: list[str]) -> None:
     try:
       runner = arms.FederatedArmRunner(
           task, config.run.process, config.run.loop, fedex=config.fedex,
-          rm_client_state=config.run.rm_client_state, ah_val_examples=config.run.ah_val_examples,
           test_every=config.test_every, refine=config.refine, show=True, stop=stop)
       study.run_study(config.study, runner)
     except loop_lib.CheckpointMismatchError as e:

@@ -19,8 +19,8 @@ from helpers.rm_by_hand import manual_rm_client
 
 def rm_process(rm_client_state, rm_weight=0.05, **client):
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=4, batch_size=8, rm_weight=rm_weight,
-                                          **client), seed=3)
-  return process.build_process(toy.SPEC, cfg, rm_client_state=rm_client_state)
+                                          rm_client_state=rm_client_state, **client), seed=3)
+  return process.build_process(toy.SPEC, cfg)
 
 
 @pytest.mark.parametrize("form", ["authors", "reversed"])
@@ -210,12 +210,13 @@ def _digits_one_class_run(rm_weight, rounds=20, normalize="unit", form="authors"
   x, y, spec, data = _digits_one_class()
   model_fn = spec.model_fn
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=20, batch_size=32, rm_weight=rm_weight,
-                                          rm_normalize=normalize, er_h_min=0.5, rm_layers=form), seed=0)
+                                          rm_normalize=normalize, er_h_min=0.5, rm_layers=form,
+                                          rm_client_state="persist" if rm_weight > 0 else "reset"), seed=0)
   if rm_weight > 0:  # θ kept per client across rounds (Algorithm 1, line 12)
-    p = process.build_process(spec, cfg, rm_client_state="persist")
+    p = process.build_process(spec, cfg)
     thetas = [matching_client.initial_theta(spec, 0, form=form)] * len(data)
   else:
-    p = process.build_process(spec, cfg, rm_client_state="reset")
+    p = process.build_process(spec, cfg)
   state, drifts = p.initialize(), []
   for _ in range(rounds):
     if rm_weight > 0:
@@ -262,8 +263,9 @@ def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_
 
   def build(lr):
     cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32, rm_weight=rm_weight,
-                                            rm_top_source=top_source, er_h_min=0.5), seed=0)
-    return process.build_process(spec, cfg, rm_client_state="persist" if rm_weight > 0 else "reset")
+                                            rm_top_source=top_source, er_h_min=0.5,
+                                            rm_client_state="persist" if rm_weight > 0 else "reset"), seed=0)
+    return process.build_process(spec, cfg)
 
   warm, big = build(0.1), build(big_lr)
   thetas = [theta] * len(data)

@@ -27,7 +27,7 @@ def test_no_flag_cli_builds_the_default_dataclasses():
   assert run.loop == LoopConfig(output_dir=run.loop.output_dir)
   assert run.loop.output_dir == os.path.join(paths.default_root(), "mnist_sgd_s0")
   assert os.path.basename(paths.default_root()) == f"tff_robust-{getpass.getuser()}"  # one per user
-  assert (run.rm_client_state, run.ah_val_examples, run.workers) == ("persist", 500, ())
+  assert (run.task, run.process.client.rm_client_state, run.workers) == ("mnist", "persist", ())
   with_ah = parse("--ah", "--fedex", "--fedex_learning_rate=none")
   assert with_ah.process.ah == config.AHConfig()
   assert with_ah.process.fedex.options == fedex_space.FedExOptions()

@@ -126,7 +126,7 @@ def test_seed000_cells_parse_to_the_method():
       cell, ing = run.cell, ingredients[run.cell.column]
       assert cfg.task == tasks_[cell.task]
       assert cfg.task_options.num_clients == 10 and cfg.process.client.batch_size == 64
-      assert cfg.process.client.er_h_min == 0.5 and cfg.rm_client_state == "persist"
+      assert cfg.process.client.er_h_min == 0.5 and cfg.process.client.rm_client_state == "persist"
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)

@@ -149,10 +149,10 @@ def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1e4), seed=2,
                       ah=AHConfig(lr_grid=(0.01, 0.03, 0.1, 0.3), steps_grid=(2, 4, 8), window=3,
-                                  hyper_lr=0.5))
+                                  hyper_lr=0.5, val_examples=64))
   lcfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=3, clients_per_round=3, seed=1,
                          divergence_factor=2.0)
-  driver = loop.build_training_loop(task, cfg, lcfg, ah_val_examples=64)
+  driver = loop.build_training_loop(task, cfg, lcfg)
   initial = driver.process.initialize()
   driver.run()
   assert [h["rejected_round"] for h in driver.history] == [1.0, 1.0, 1.0]

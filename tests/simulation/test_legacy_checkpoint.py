@@ -28,7 +28,7 @@ def test_a_run_of_the_old_layout_resumes_with_its_metrics(tff_rt, tmp_path):
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8, rm_weight=0.05), seed=3)
-  p = process.build_process(spec, cfg, rm_client_state="persist")
+  p = process.build_process(spec, cfg)  # θ^i persisted: ClientConfig's default
   driver = loop.TrainingLoop(p, task, loop.LoopConfig(
       output_dir=out, rounds=4, clients_per_round=3, rounds_per_eval=1, rounds_per_checkpoint=2, seed=5,
       shuffle_buffer=64))

@@ -80,6 +80,9 @@ class ClientConfig:
                           "the source's own max-pool, then the target's non-linearity, as seed 000's authors "
                           "built them), 'reversed' (each layer between a_j and a_{j+1} undone, linear).",
                           choices=RM_LAYER_FORMS)
+  rm_client_state: str = option("persist", "rm_client_state",
+                                "Matching parameters θ: persist per client (Algorithm 1 line 12), or reset each round.",
+                                choices=RM_CLIENT_STATES)
   rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
                               "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
   rm_theta_lr_follows: bool = option(False, "rm_theta_lr_follows",
@@ -151,6 +154,8 @@ class AHConfig:
                             choices=AH_LOSS_SOURCES)
   client_eval_batches: int = option(2, "ah_client_eval_batches", "Batches each client evaluates (loss source clients).",
                                     check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  val_examples: int = option(500, "ah_val_examples", "Size of the server validation set (loss source server).",
+                             check=_AT_LEAST_ONE, allowed="must be ≥ 1")
   baseline: str = option("mean", "ah_baseline", "Baseline of the ψ update: mean (eq. 7), hold (eq. 7, ψ "
                          "held for the first Z rounds) or detrended (a line fitted through the window).",
                          check=lambda v: v in AH_BASELINES, allowed="choose one of " + ", ".join(AH_BASELINES))

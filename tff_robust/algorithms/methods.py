@@ -80,7 +80,7 @@ def fedex_client(config: ProcessConfig) -> fedex_space.FedExClient:
   return fedex_space.FedExClient(space=space, options=options, configs=configs)
 
 
-def components(ctx: BuildContext, rm_client_state: str) -> Parts:
+def components(ctx: BuildContext) -> Parts:
   """The client and server components of ``ctx.config``, in order."""
   cfg = ctx.config
   c, ah, rob = cfg.client, cfg.ah, cfg.robust
@@ -88,7 +88,7 @@ def components(ctx: BuildContext, rm_client_state: str) -> Parts:
   client: list[Component] = []
   if c.rm_weight > 0:
     client.append(matching_client.RepresentationMatching(ctx.spec, c, cfg.seed,
-                                                         persist=rm_client_state == "persist"))
+                                                         persist=c.rm_client_state == "persist"))
   if c.er_h_min > 0:
     client.append(regularizers.EntropyTerm(c.er_h_min))
   if c.wd_mu > 0 or (fx is not None and fx.tunes("prox_mu")):

@@ -89,7 +89,6 @@ def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
 
 
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
-                  rm_client_state: str = "reset",
                   server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
                   total_examples: Optional[int] = None,
                   num_clients: Optional[int] = None) -> RobustProcess:
@@ -107,8 +106,6 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   Args:
     spec: model builder, loss, accuracy and the element spec of client data.
     config: client, server, weighting and AH configuration.
-    rm_client_state: ``persist`` (θ^i_{t+1} ← θ^i_t per client, Algorithm 1) or
-      ``reset`` (fresh θ each round).
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
     num_clients: K, the task's clients (for a method that needs it, e.g. SCAFFOLD's |S|/N).
@@ -137,7 +134,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   server_loss = (_server_loss_fn(spec, server_val)
                  if ah is not None and ah.loss_source == "server" else None)
   parts = methods.components(
-      methods.BuildContext(spec, config, trainable_specs, num_clients, server_loss), rm_client_state)
+      methods.BuildContext(spec, config, trainable_specs, num_clients, server_loss))
   trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
                                       has_val=config.weighting == "val_accuracy")
   opt = server.ServerOptimizer(config.server, trainable_specs)

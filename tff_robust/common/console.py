@@ -88,14 +88,14 @@ def _fmt(v: float) -> str:
   return f"{v:.4g}"
 
 
-def describe_method(process: Any, rm_client_state: str = "persist") -> str:
+def describe_method(process: Any) -> str:
   """One line for a `config.ProcessConfig`: server optimizer, RM/ER/WD, AH, FedEx, weighting."""
   s, c = process.server, process.client
   parts = [f"server {s.opt} (lr {_fmt(s.lr)}"
            + (f", momentum {_fmt(s.momentum)}" if s.opt == "sgdm" else "")
            + (f", decay {_fmt(s.lr_decay)}/round" if s.lr_decay != 1.0 else "") + ")"]
   if c.rm_weight > 0:
-    parts.append(f"RM weight {_fmt(c.rm_weight)} (θ {rm_client_state})")
+    parts.append(f"RM weight {_fmt(c.rm_weight)} (θ {c.rm_client_state})")
   if c.er_h_min > 0:
     parts.append(f"ER H_min {_fmt(c.er_h_min)}")
   if c.wd_mu > 0:
@@ -140,12 +140,12 @@ def describe_training(process: Any, loop: Any) -> str:
 
 
 def header(*, task: str, task_info: str, num_clients: int, per_round: int, process: Any, loop: Any,
-           rm_client_state: str = "persist", workers: Sequence[str] = (),
+           workers: Sequence[str] = (),
            notes: Sequence[str] = ()) -> list[str]:
   """The lines printed before training (``process``: `ProcessConfig`, ``loop``: `LoopConfig`)."""
   lines = [f"task     {task}: {task_info}".rstrip(": "),
            f"clients  {num_clients} in all, {per_round} per round; {describe_training(process, loop)}",
-           f"method   {describe_method(process, rm_client_state)}",
+           f"method   {describe_method(process)}",
            f"robust   {describe_robustness(process, loop)}",
            f"output   {loop.output_dir}"]
   if workers:

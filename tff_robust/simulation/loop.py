@@ -223,8 +223,7 @@ def total_train_examples(client_data, val_every: int = 0) -> int:
   return total
 
 
-def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
-                        rm_client_state: str = "reset", ah_val_examples: int = 500) -> TrainingLoop:
+def build_training_loop(task: Task, process_config, loop_config: LoopConfig) -> TrainingLoop:
   """The process of ``process_config`` over ``task`` and its driver (what `main` runs).
 
   Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`).
@@ -235,13 +234,12 @@ def build_training_loop(task: Task, process_config, loop_config: LoopConfig, *,
                                task.train.element_type_structure)
   server_val = None
   if process_config.ah is not None and process_config.ah.loss_source == "server":
-    server_val = evaluation.server_sample(task.train, task.validation, ah_val_examples,
+    server_val = evaluation.server_sample(task.train, task.validation, process_config.ah.val_examples,
                                           process_config.seed)
   total = None
   if process_config.aggregation_norm == "all":  # N of Algorithm 1 line 13
     total = total_train_examples(task.train, loop_config.client_val_every
                                  if process_config.needs_client_val else 0)
-  process = process_lib.build_process(spec, process_config, rm_client_state=rm_client_state,
-                                      server_val=server_val, total_examples=total,
+  process = process_lib.build_process(spec, process_config, server_val=server_val, total_examples=total,
                                       num_clients=len(task.train.client_ids))
   return TrainingLoop(process, task, loop_config)

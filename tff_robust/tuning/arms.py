@@ -44,9 +44,7 @@ def arm_process_config(base: ProcessConfig, params: dict, fedex: Optional[FedExC
       server = dataclasses.replace(server, beta1=m)
     else:
       server = dataclasses.replace(server, opt="sgdm", momentum=m)
-  server_opt.build_server_optimizer(server.opt, learning_rate=server.lr, momentum=server.momentum,
-                                    beta1=server.beta1, beta2=server.beta2, tau=server.tau)
-  return dataclasses.replace(base, server=server, fedex=fedex)
+  return dataclasses.replace(base, server=server, fedex=fedex)  # each replace validates
 
 
 def arm_fedex(fedex: Optional[FedExConfig], params: dict, fedex_arm: bool) -> Optional[FedExConfig]:
@@ -81,15 +79,14 @@ class FederatedArmRunner:
   """
 
   def __init__(self, task: Task, base: ProcessConfig, loop: LoopConfig, *,
-               fedex: Optional[FedExConfig], rm_client_state: str = "reset",
-               ah_val_examples: int = 500, test_every: int = 5, refine: str = "most_likely",
+               fedex: Optional[FedExConfig], test_every: int = 5, refine: str = "most_likely",
                show: bool = False, stop: Optional[Callable[[], bool]] = None):
     federated_eval.refine_theta([1.0], refine)  # validates ``refine``
     self.splits = federated_eval.ClientSplits(task.train, test_every, loop.client_val_every)
     self.task = dataclasses.replace(task, train=self.splits.training_data())
     self.client_ids = sorted(task.train.client_ids)
     self.base, self.loop, self.fedex = base, loop, fedex
-    self.rm_client_state, self.ah_val_examples, self.refine = rm_client_state, ah_val_examples, refine
+    self.refine = refine
     self._loops: dict[tuple[str, int], TrainingLoop] = {}
     self._evaluator: Optional[federated_eval.FederatedEvaluator] = None
     self.show, self.stop = show, stop
@@ -106,9 +103,7 @@ class FederatedArmRunner:
       raise StoppedError(interrupts.checkpoint_round(arm.directory))
     if key not in self._loops:
       loop_config = dataclasses.replace(self.loop, output_dir=arm.directory, rounds=rounds)
-      self._loops[key] = build_training_loop(self.task, self.config_of(arm), loop_config,
-                                             rm_client_state=self.rm_client_state,
-                                             ah_val_examples=self.ah_val_examples)
+      self._loops[key] = build_training_loop(self.task, self.config_of(arm), loop_config)
     training = self._loops[key]
     if training.state is not None and training.round_num == rounds:  # trained to it just now
       return training
