@@ -23,7 +23,7 @@ from tff_robust.common import options
 from tff_robust.common.options import option, seed_option
 
 # The methods ``--algorithm`` adds by name (`methods.ALGORITHMS` holds their components).
-ALGORITHMS = ("fedavg",)
+ALGORITHMS = ("fedavg", "scaffold")
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AH_LOSS_SOURCES = ("server", "clients")
 AH_BASELINES = hparam_grid.BASELINES

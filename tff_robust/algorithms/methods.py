@@ -19,6 +19,7 @@ from tff_robust.algorithms import fedex as fedex_lib
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import matching_client
 from tff_robust.algorithms import regularizers
+from tff_robust.algorithms import scaffold
 from tff_robust.algorithms import server
 from tff_robust.algorithms.client import Component
 from tff_robust.algorithms.config import ProcessConfig
@@ -50,7 +51,8 @@ class Method(NamedTuple):
 
 
 # name -> Method; "fedavg" adds nothing (generalized FedAvg, seed 004 Algorithm 2).
-ALGORITHMS: dict[str, Method] = {"fedavg": Method(lambda ctx: ((), ()))}
+ALGORITHMS: dict[str, Method] = {"fedavg": Method(lambda ctx: ((), ())),
+                                 "scaffold": Method(scaffold.build, scaffold.check)}
 
 
 def check(config: ProcessConfig) -> None:
