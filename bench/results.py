@@ -229,6 +229,8 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
                    "non-iid clients (−log2 change > 0), \"up\" on iid ones (log2 change > 0); μ_steps "
                    "\"kept high\" when it ends above half its start (log2 change > −1).", ""]
     page.lines += md_table(results_fig3.HEADER, body) + [f"**Fig. 3's verdict.** {sentence}", ""]
+  else:
+    page.lines += ["**Fig. 3's verdict**: none yet, no FA+RM+AH run of Table 1 has finished.", ""]
 
 
 def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:

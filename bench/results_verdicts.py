@@ -100,15 +100,20 @@ class Claim:
   parts: tuple[tuple[str, str, float], ...]
   rows: tuple[str, ...] | None = None
 
-  def judge(self, by_seed: Mapping[str, Mapping[int, float]], labels: Mapping[str, str]) -> Judged | None:
-    """The deciding part on one row (method -> seed -> value); None when a method has no runs."""
-    parts = []
-    for a, b, margin in self.parts:
-      for other in ([m for m in by_seed if m != a] if b == "*" else [b]):
-        if not by_seed.get(a) or not by_seed.get(other):
-          return None
-        parts.append(judge(by_seed[a], by_seed[other], margin, (labels.get(a, a), labels.get(other, other))))
-    return all_of(parts) if parts else None
+  def pairs(self, methods: Sequence[str]) -> list[tuple[str, str, float]]:
+    """Each part as (a, b, margin), "*" spelled out over ``methods`` (the table's)."""
+    return [(a, other, margin) for a, b, margin in self.parts
+            for other in ([m for m in methods if m != a] if b == "*" else [b])]
+
+  def judge(self, by_seed: Mapping[str, Mapping[int, float]], labels: Mapping[str, str]) -> Judged | str:
+    """The deciding part on one row (method -> seed -> value; ``labels``: every method of the
+    table, key -> label), or which methods it needs have no finished runs."""
+    pairs = self.pairs(list(labels))
+    missing = [labels.get(m, m) for m in dict.fromkeys(m for a, b, _ in pairs for m in (a, b)) if not by_seed.get(m)]
+    if missing:
+      return f"no runs of {', '.join(missing)}"
+    return all_of([judge(by_seed[a], by_seed[b], margin, (labels.get(a, a), labels.get(b, b)))
+                   for a, b, margin in pairs])
 
   @property
   def several(self) -> bool:
@@ -118,18 +123,21 @@ class Claim:
 def claims_table(claims: Sequence[Claim], by_seed: Mapping[tuple[str, str], Mapping[int, float]],
                  rows: Sequence[tuple[str, str]], labels: Mapping[str, str]
                  ) -> tuple[list[str], list[list[str]], list[tuple[str, str, Judged]]]:
-  """Header and body of the page's table of claims (one column per row ``(key, label)``), and
-  every verdict as (claim, row key, judged)."""
+  """Header and body of the page's table of claims (one column per row ``(key, label)``; ``labels``:
+  every method of the table), and every verdict as (claim, row key, judged)."""
   header = ["claim (difference judged)"] + [label for _, label in rows]
   body, found = [], []
   for claim in claims:
     line = [claim.sentence]
     for key, _ in rows:
-      row = {col: v for (r, col), v in by_seed.items() if r == key}
-      judged = claim.judge(row, labels) if claim.rows is None or key in claim.rows else None
-      line.append(judged.text(label_b=claim.several) if judged else "not claimed" if claim.rows
-                  and key not in claim.rows else "not run")
-      if judged:
+      if claim.rows is not None and key not in claim.rows:
+        line.append("not claimed")
+        continue
+      judged = claim.judge({col: v for (r, col), v in by_seed.items() if r == key}, labels)
+      if isinstance(judged, str):
+        line.append(judged)
+      else:
+        line.append(judged.text(label_b=claim.several))
         found.append((claim.sentence, key, judged))
     body.append(line)
   return header, body, found
