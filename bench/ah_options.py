@@ -36,6 +36,9 @@ from tff_robust.flags import definitions, record
 # start since this study).
 CENTRE = ("--ah_init_lr=0.017320508", "--ah_init_steps=20")
 FA_START = ("--ah_init_lr=0.1", "--ah_init_steps=50")
+# The matching layers and eq. 1's normalisation of the studies made before seed000_fa_rm.cfg
+# moved to the authors' layers (their runs were made with these, then the flagfile's values).
+EARLIER = ("--rm_layers=reversed", "--rm_normalize=unit")
 # variant -> (the table's method, extra flags of main)
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "fa": ("FA", ()),
@@ -45,32 +48,36 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "centre_hold": ("FA+AH", CENTRE + ("--ah_baseline=hold",)),
     "centre_detrended": ("FA+AH", CENTRE + ("--ah_baseline=detrended",)),
     "fa_start_detrended": ("FA+AH", FA_START + ("--ah_baseline=detrended",)),
-    "rm": ("FA+RM", ("--rm_weight=1.0",)),
-    "rm_w0.3": ("FA+RM", ("--rm_weight=0.3",)),
-    "rm_ah": ("FA+RM+AH", FA_START + ("--rm_weight=1.0",)),
-    "rm_ah_w0.3": ("FA+RM+AH", FA_START + ("--rm_weight=0.3",)),
-    "rm_ah_w0.3_detrended": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--ah_baseline=detrended")),
+    "rm": ("FA+RM", EARLIER + ("--rm_weight=1.0",)),
+    "rm_w0.3": ("FA+RM", EARLIER + ("--rm_weight=0.3",)),
+    "rm_ah": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=1.0",)),
+    "rm_ah_w0.3": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3",)),
+    "rm_ah_w0.3_detrended": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--ah_baseline=detrended")),
     # θ's Adam rate follows the round's client lr (rm_theta_lr · η_t / client_lr), against the
     # fixed rate: equal at FA's operating point, 3× at AH's largest lr, 1/100 at its floor.
-    "rm_w0.3_follows": ("FA+RM", ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
-    "rm_ah_w0.3_follows": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
+    "rm_w0.3_follows": ("FA+RM", EARLIER + ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
+    "rm_ah_w0.3_follows": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_theta_lr_follows=true")),
     # What the top matching layer rebuilds a_{M-1} from (--rm_top_source): the logits (Fig. 2
     # as printed, the setting in force), their softmax, or no top term.
-    "rm_w0.3_softmax": ("FA+RM", ("--rm_weight=0.3", "--rm_top_source=softmax")),
-    "rm_w0.3_notop": ("FA+RM", ("--rm_weight=0.3", "--rm_top_source=none")),
-    "rm_ah_w0.3_softmax": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=softmax")),
-    "rm_ah_w0.3_notop": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_top_source=none")),
+    "rm_w0.3_softmax": ("FA+RM", EARLIER + ("--rm_weight=0.3", "--rm_top_source=softmax")),
+    "rm_w0.3_notop": ("FA+RM", EARLIER + ("--rm_weight=0.3", "--rm_top_source=none")),
+    "rm_ah_w0.3_softmax": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_top_source=softmax")),
+    "rm_ah_w0.3_notop": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_top_source=none")),
     # The authors' matching layers (--rm_layers=authors) on eq. 1's sum, at the authors' 1e-4 and
     # a decade either side; "rm_reversed_w0.3" is FA+RM's flagfile setting with the earlier layers.
     "rm_authors_w1e-4": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.0001")),
     "rm_authors_w1e-3": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.001")),
     "rm_authors_w1e-2": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.01")),
-    "rm_reversed_w0.3": ("FA+RM", ("--rm_layers=reversed", "--rm_weight=0.3")),
+    "rm_reversed_w0.3": ("FA+RM", EARLIER + ("--rm_weight=0.3",)),
+    # SCAFFOLD (--algorithm=scaffold) on FA's schedule, its client lr on a grid around FA's 0.1.
+    "scaffold": ("FA", ("--algorithm=scaffold",)),
+    "scaffold_lr0.03": ("FA", ("--algorithm=scaffold", "--client_lr=0.03")),
+    "scaffold_lr0.3": ("FA", ("--algorithm=scaffold", "--client_lr=0.3")),
     # Diagnostics, not choices: θ reset every round (Algorithm 1 keeps it), ER off (the seed
     # adds ER to every run).
-    "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--rm_client_state=reset")),
+    "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_client_state=reset")),
     "fa_noer": ("FA", ("--er_h_min=0",)),
-    "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + ("--rm_weight=0.3", "--er_h_min=0")),
+    "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--er_h_min=0")),
 }
 # Each rule: candidates, the first being the setting in force when it was measured.
 RULES = {
@@ -84,6 +91,7 @@ RULES = {
     "the top term's source in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_softmax", "rm_ah_w0.3_notop"),
     "the top term's source in FA+RM": ("rm_w0.3", "rm_w0.3_softmax", "rm_w0.3_notop"),
     "the authors' layers' weight in FA+RM": ("rm_authors_w1e-4", "rm_authors_w1e-3", "rm_authors_w1e-2"),
+    "SCAFFOLD's client lr": ("scaffold", "scaffold_lr0.03", "scaffold_lr0.3"),
 }
 METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_rm_ah"}
 
@@ -115,7 +123,7 @@ def matches(name: str, run_dir: str) -> bool:
     key, _, value = flag[2:].partition("=")
     if key not in recorded and flag in CENTRE:
       continue
-    if not _same(recorded.get(key, ""), value):
+    if not _same(recorded.get(key, record.LEGACY_VALUES.get(key, "")), value):
       return False
   return True
 
