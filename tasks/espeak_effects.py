@@ -22,7 +22,7 @@ makes each clip harder in the ways real recordings are:
 
 Every draw comes from a generator seeded by the clip's id (`clip_rng`), so builds are identical
 whatever the number of workers, and a build without effects draws nothing extra: its clips are
-byte-identical to those of a build that predates the effects. ``PRESETS`` are named strengths;
+byte-identical to those of a build that predates the effects. ``PRESETS`` are named strengths, weakest first;
 ``--effects`` takes a preset name or a JSON object of fields over the preset ``off``.
 """
 
@@ -107,6 +107,8 @@ PRESETS: dict[str, Effects] = {
     "off": Effects(),
     "light": Effects("light", snr_db=(15.0, 30.0), overhang=0.1, reverb_prob=0.3,
                      rt60_s=(0.1, 0.4), band_prob=0.3, gain_db=(-20.0, -1.0)),
+    "moderate": Effects("moderate", snr_db=(10.0, 25.0), overhang=0.12, reverb_prob=0.4,
+                        rt60_s=(0.15, 0.55), band_prob=0.4, gain_db=(-25.0, -1.0)),
     "medium": Effects("medium", snr_db=(5.0, 20.0), overhang=0.15, reverb_prob=0.5,
                       rt60_s=(0.2, 0.7), band_prob=0.5, gain_db=(-30.0, -1.0)),
     "heavy": Effects("heavy", snr_db=(0.0, 12.0), overhang=0.2, reverb_prob=0.7,
