@@ -46,6 +46,8 @@ class Judged:
     head = f"vs {self.b} " if label_b else ""
     if self.n == 0:
       return f"{head}no paired seeds"
+    if self.n > 1 and round(abs(self.mean - self.margin), digits) == round(self.se, digits):
+      digits += 1  # a lead and an SE that print alike would hide which is larger
     se = f" ± {self.se:.{digits}f}" if self.n > 1 else ""
     margin = f" (margin {self.margin:+g})" if self.margin else ""
     return f"{head}{self.mean:+.{digits}f}{se}{margin}: {self.verdict}"

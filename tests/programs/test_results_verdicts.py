@@ -150,3 +150,9 @@ def test_round_time_prints_each_repetition_with_quartiles():
   assert rp.recorded_args("round_time", rt)[:2] == ["--task=mnist", "--clients=10"]
   old = {k: v for k, v in rt.items() if k not in ("repetitions", "warmup")}
   assert "not recorded" in rb.round_time_lines(old)[2]
+
+
+def test_a_lead_and_an_se_that_round_alike_print_one_more_digit():
+  j = rv.Judged("A", "B", 3, 0.4333, 0.4301, 0.0, rv.HELD)
+  assert j.text() == "+0.433 ± 0.430: held"
+  assert rv.Judged("A", "B", 3, 0.5, 0.43, 0.0, rv.HELD).text() == "+0.50 ± 0.43: held"
