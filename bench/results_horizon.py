@@ -1,12 +1,12 @@
 """The results page's horizon section: Table 1's MNIST one-class C = 1.0 cells of FA and FA+RM+AH
 at the page's rounds beside every longer run of the same cells on record in ROOT.
 
-A longer record is any folder ``ROOT/<sub>/`` (or ROOT itself) holding finished runs named as the
-page's cells (``seed000_mnist_c1.0_noniid_fa_s0`` ...) whose ``experiment.json`` asks for more
-rounds than the page; each folder and round count is one record set. For each set the page
-states the flagfiles it was made with, its commit (the record's ``commit``, when it has
-one) and day (its run.log), and where its flags differ from today's flagfiles, and judges the
-claim "FA+RM+AH ≥ FA" on its paired difference with the page's rule (`results_verdicts`).
+A longer record is any finished run named as the page's cells (``seed000_mnist_c1.0_noniid_fa_s0``
+...) in ROOT or a folder up to two levels below it (``ROOT/horizon200/earlier_top_term/``) whose
+``experiment.json`` asks for more rounds than the page; each folder and round count is one
+record set. For each set the page states the flagfiles it was made with, its commit (the
+record's ``commit``, when it has one) and day (its run.log), and where its flags differ from
+today's flagfiles, and judges the claim "FA+RM+AH ≥ FA" on its paired difference with the page's rule (`results_verdicts`).
 """
 
 from __future__ import annotations
@@ -84,23 +84,26 @@ def made_with(record: dict, run_dir: str) -> str:
   return commit
 
 
-def longer_records(root: str, page_rounds: int) -> list[RecordSet]:
-  """Every record set of the horizon's cells in ROOT or one folder below with more rounds than
-  the page's, ordered by rounds, then folder."""
+def longer_records(root: str, page_rounds: int, depth: int = 3) -> list[RecordSet]:
+  """Every record set of the horizon's cells in ROOT or a folder less than ``depth`` levels below
+  it with more rounds than the page's, ordered by rounds, then folder."""
   names = {f"seed000_mnist_{ROW}_{m}": m for m in METHODS}
   sets: dict[tuple[str, int], RecordSet] = {}
-  folders = ["."] + sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-  for folder in folders:
-    base = os.path.normpath(os.path.join(root, folder))
-    for entry in sorted(os.listdir(base)):
+  for parent, dirs, _ in os.walk(root):
+    folder = os.path.relpath(parent, root)
+    dirs[:] = sorted(dirs) if folder.count(os.sep) + (folder != ".") < depth else []
+    for entry in list(dirs):
       cell, _, seed = entry.rpartition("_s")
-      found = _finished(os.path.join(base, entry)) if cell in names and seed.isdigit() else None
+      if cell not in names or not seed.isdigit():
+        continue
+      dirs.remove(entry)  # a run's own folder holds no other run
+      found = _finished(os.path.join(parent, entry))
       rounds = rounds_of(found[0].get("flags", [])) if found else None
       if rounds is None or rounds <= page_rounds:
         continue
       s = sets.setdefault((folder, rounds), RecordSet(folder, rounds, {}, {}))
       s.values.setdefault(names[cell], {})[int(seed)] = 100.0 * found[1]
-      s.records.setdefault(names[cell], dict(found[0], path=os.path.join(base, entry, "experiment.json")))
+      s.records.setdefault(names[cell], dict(found[0], path=os.path.join(parent, entry, "experiment.json")))
   return sorted(sets.values(), key=lambda s: (s.rounds, s.folder))
 
 

@@ -105,8 +105,11 @@ def test_horizon_finds_longer_records_of_the_cells_and_their_flags(tmp_path):
     _record(tmp_path / "horizon200", f"seed000_mnist_c1.0_noniid_fa_rm_ah_s{s}", 200, ah)
     _record(tmp_path, f"seed000_mnist_c1.0_noniid_fa_s{s}", 60, 0.87)  # the page's horizon: not longer
   _record(tmp_path / "other", "seed000_mnist_c1.0_iid_fa_s0", 200, 0.5)  # another cell
+  _record(tmp_path / "horizon200" / "earlier", "seed000_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)
+  _record(tmp_path / "a" / "b" / "c", "seed000_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)  # too deep
   found = rh.longer_records(str(tmp_path), 60)
-  assert [(s.folder, s.rounds) for s in found] == [("horizon200", 200)]
+  assert [(s.folder, s.rounds) for s in found] == [("horizon200", 200), ("horizon200/earlier", 200)]
+  assert found[1].values == {"fa_rm_ah": pytest.approx({0: 80.0})}
   assert found[0].values["fa"] == pytest.approx({0: 91.0, 1: 92.0, 2: 90.5})
   assert found[0].judged().verdict == rv.FAILED
   assert rh.flagfiles(found[0].records["fa"]) == ["seed000_fa.cfg"]
