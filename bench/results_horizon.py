@@ -6,7 +6,9 @@ A longer record is any finished run named as the page's cells (``seed000_mnist_c
 ``experiment.json`` asks for more rounds than the page; each folder and round count is one
 record set. For each set the page states the flagfiles it was made with, its commit (the
 record's ``commit``, when it has one) and day (its run.log), and where its flags differ from
-today's flagfiles, and judges the claim "FA+RM+AH ≥ FA" on its paired difference with the page's rule (`results_verdicts`).
+today's flagfiles, and judges the claim "FA+RM+AH ≥ FA" on its paired difference with the
+page's rule (`results_verdicts`). A set without FA (FA+RM+AH runs moved aside) pairs with FA's
+runs of the same round count in another folder, and says so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import shlex
 from collections.abc import Sequence
 
 from results_plan import by_seed, fmt  # bench/ is on sys.path
-from results_verdicts import Judged, judge
+from results_verdicts import FAILED, HELD, NOISE, Judged, judge
 
 from tff_robust import experiments as ex
 from tff_robust.common import markdown
@@ -40,6 +42,7 @@ class RecordSet:
   rounds: int
   values: dict[str, dict[int, float]]  # method -> seed -> final test accuracy (%)
   records: dict[str, dict]  # method -> one seed's experiment.json
+  borrowed: dict[str, str] = dataclasses.field(default_factory=dict)  # method -> the folder it came from
 
   def judged(self) -> Judged:
     return judge(self.values.get("fa_rm_ah", {}), self.values.get("fa", {}), names=("FA+RM+AH", "FA"))
@@ -104,7 +107,12 @@ def longer_records(root: str, page_rounds: int, depth: int = 3) -> list[RecordSe
       s = sets.setdefault((folder, rounds), RecordSet(folder, rounds, {}, {}))
       s.values.setdefault(names[cell], {})[int(seed)] = 100.0 * found[1]
       s.records.setdefault(names[cell], dict(found[0], path=os.path.join(parent, entry, "experiment.json")))
-  return sorted(sets.values(), key=lambda s: (s.rounds, s.folder))
+  found = sorted(sets.values(), key=lambda s: (s.rounds, s.folder))
+  for s in found:  # a set without FA pairs with FA's runs at the same rounds in another folder
+    donor = next((o for o in found if o.rounds == s.rounds and "fa" in o.records and "fa" not in o.borrowed), None)
+    if "fa" not in s.values and donor:
+      s.values["fa"], s.records["fa"], s.borrowed["fa"] = donor.values["fa"], donor.records["fa"], donor.folder
+  return found
 
 
 def _finished(run_dir: str) -> tuple[dict, float] | None:
@@ -126,6 +134,9 @@ def provenance(s: RecordSet, today: dict[str, Sequence[str]]) -> str:
   parts = []
   for m, record in s.records.items():
     label = "FA" if m == "fa" else "FA+RM+AH"
+    if m in s.borrowed:
+      parts.append(f"{label}: the runs of `{s.borrowed[m]}/`")
+      continue
     made = made_with(record, os.path.dirname(record["path"]))
     changes = flag_changes(record.get("flags", []), today[m]) if m in today else []
     parts.append(f"{label}: {' + '.join(flagfiles(record)) or 'flags only'}"
@@ -152,7 +163,8 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
     seeds = sorted(set(s.values.get("fa", {})) | set(s.values.get("fa_rm_ah", {})))
     where = "the page's runs" if s is ours else f"`{s.folder}/`"
     body.append([str(s.rounds), where, ", ".join(map(str, seeds)) or "none"]
-                + [fmt(list(s.values[m].values())) if s.values.get(m) else "not run" for m in METHODS]
+                + [(fmt(list(s.values[m].values())) + (f" (from `{s.borrowed[m]}/`)" if m in s.borrowed else ""))
+                   if s.values.get(m) else "not run" for m in METHODS]
                 + [s.judged().text() if all(s.values.get(m) for m in METHODS) else "not run"])
   lines += markdown.table(["rounds", "record", "seeds", "FA", "FA+RM+AH", "FA+RM+AH − FA (paired): verdict"],
                           body) + [""]
@@ -162,11 +174,12 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
   lines += ["Where each longer record comes from (flagfiles, commit, and its flags against the page's "
             "flagfiles of today):", ""]
   lines += [f"- {provenance(s, today)}" for s in longer] + [""]
-  now = ours.judged().verdict if all(mine.get(m) for m in METHODS) else None
+  verdicts = (HELD, FAILED, NOISE)
+  now = ours.judged().verdict
   for s in longer:
     then = s.judged().verdict
-    if now and then != now:
+    if now in verdicts and then in verdicts and then != now:
       lines += [f"At {s.rounds} rounds (`{s.folder}/`) the verdict is **{then}**, at {page_rounds} rounds "
-                f"**{now}**: the longer horizon " + ("reverses" if {then, now} == {"held", "did not hold"}
+                f"**{now}**: the longer horizon " + ("reverses" if {then, now} == {HELD, FAILED}
                                                      else "changes") + " Table 1's verdict on this row.", ""]
   return lines

@@ -109,7 +109,12 @@ def test_horizon_finds_longer_records_of_the_cells_and_their_flags(tmp_path):
   _record(tmp_path / "a" / "b" / "c", "seed000_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)  # too deep
   found = rh.longer_records(str(tmp_path), 60)
   assert [(s.folder, s.rounds) for s in found] == [("horizon200", 200), ("horizon200/earlier", 200)]
-  assert found[1].values == {"fa_rm_ah": pytest.approx({0: 80.0})}
+  assert found[1].values["fa_rm_ah"] == pytest.approx({0: 80.0}) and found[1].borrowed == {"fa": "horizon200"}
+  assert found[1].values["fa"] is found[0].values["fa"] and "fa" not in found[0].borrowed
+  lines = rh.horizon_lines(60, [], str(tmp_path), "C = 1.0, non-iid")
+  assert any(ln.startswith("| 200 | `horizon200/earlier/` | 0, 1, 2 | 91.2 ± 0.76 (from `horizon200/`) | 80.0 |")
+             for ln in lines), lines
+  assert not any(ln.startswith("At ") for ln in lines)  # no page runs: no verdict to reverse
   assert found[0].values["fa"] == pytest.approx({0: 91.0, 1: 92.0, 2: 90.5})
   assert found[0].judged().verdict == rv.FAILED
   assert rh.flagfiles(found[0].records["fa"]) == ["seed000_fa.cfg"]
