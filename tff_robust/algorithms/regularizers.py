@@ -9,7 +9,7 @@ from typing import Union
 
 import tensorflow as tf
 
-from tff_robust.algorithms.client import Component, Forward, LocalRun, LossTerm
+from tff_robust.algorithms.client import Component, Forward, LocalRun, LossTerm, Step
 
 Scalar = Union[float, tf.Tensor]
 
@@ -68,9 +68,16 @@ class EntropyTerm(Component):
 
 
 class ProximalTerm(Component):
-  """The proximal term as a client component: + μ ‖w^i − w_t‖² (μ: ``--wd_mu``, or FedEx's draw)."""
+  """The proximal term as a client component: + μ ‖w^i − w_t‖² (μ: ``--wd_mu``, or FedEx's draw).
+
+  It enters as its gradient, 2μ (w^i − w_t), added to the gradient of the rest of the objective:
+  the same step as differentiating `weight_divergence` inside the tape, without the term's
+  forward pass and its backward through the square and the sum (element-wise passes over every
+  weight at each step, memory-bound: docs/performance.md, Table 4)."""
 
   key = "prox"
 
-  def loss(self, run: LocalRun, x, y, fwd: Forward) -> LossTerm:
-    return LossTerm(run.hp["prox_mu"] * weight_divergence(run.model.trainable_variables, run.initial))
+  def gradients(self, run: LocalRun, grads: list, step: Step) -> list:
+    mu2 = 2.0 * tf.cast(run.hp["prox_mu"], tf.float32)
+    return [g + tf.cast(mu2, g.dtype) * (w - tf.cast(w0, g.dtype))
+            for g, w, w0 in zip(grads, run.model.trainable_variables, run.initial)]
