@@ -14,7 +14,8 @@ without the effect voices), a base pitch and a base speed. Each of a speaker's
 ``repeats`` utterances of a word jitters pitch, speed and gain and places the
 word at a random offset inside the 1 s clip, over faint white noise (``noise``,
 0 for none). ``--effects`` (`tasks.espeak_effects`, off by default) adds background noise or
-babble at a random SNR, reverberation, a wider time shift, band-limiting and gain per clip.
+babble at a random SNR, reverberation, a wider time shift, band-limiting and gain per clip;
+``--effects=moderate`` is the strength `bench/kws_features.py` chose (docs/runs/kws_features).
 
 Split: whole speakers, by Speech Commands' own rule, the SHA-1 of the speaker id
 (`speech_commands.hash_split`: 10 % validation, 10 % test). The 8-hex-digit ids
