@@ -140,3 +140,10 @@ def test_the_driver_keeps_each_clients_c_i_and_a_resumed_run_equals_an_uninterru
     stored += any(np.abs(x).max() > 0 for x in a)
   assert stored >= 3  # the clients that trained keep a non-zero c_i
   assert full.history[-1]["scaffold_c_norm"] == resumed.history[-1]["scaffold_c_norm"] > 0
+
+
+def test_the_console_names_the_algorithm():
+  from tff_robust.algorithms.config import ProcessConfig  # pylint: disable=g-import-not-at-top
+  from tff_robust.common import console  # pylint: disable=g-import-not-at-top
+  assert console.describe_method(ProcessConfig(algorithm="scaffold")).startswith("SCAFFOLD, server sgd")
+  assert console.describe_method(ProcessConfig()).startswith("server sgd")

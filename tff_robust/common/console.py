@@ -91,7 +91,8 @@ def _fmt(v: float) -> str:
 def describe_method(process: Any) -> str:
   """One line for a `config.ProcessConfig`: server optimizer, RM/ER/WD, AH, FedEx, weighting."""
   s, c = process.server, process.client
-  parts = [f"server {s.opt} (lr {_fmt(s.lr)}"
+  parts = [process.algorithm.upper()] if process.algorithm != "fedavg" else []  # e.g. SCAFFOLD
+  parts += [f"server {s.opt} (lr {_fmt(s.lr)}"
            + (f", momentum {_fmt(s.momentum)}" if s.opt == "sgdm" else "")
            + (f", decay {_fmt(s.lr_decay)}/round" if s.lr_decay != 1.0 else "") + ")"]
   if c.rm_weight > 0:
