@@ -10,7 +10,10 @@ Every task module exposes:
 
 A task name ``package.module:function`` is a user plug-in: ``function(options)``
 must return a `Task` (any Keras model and federated data, no package edits).
+
 Task modules are imported only when used.
+
+May import: tff_robust.common only (the algorithms, the driver and the commands build on tasks).
 """
 
 from __future__ import annotations
