@@ -181,5 +181,12 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
     if now in verdicts and then in verdicts and then != now:
       lines += [f"At {s.rounds} rounds (`{s.folder}/`) the verdict is **{then}**, at {page_rounds} rounds "
                 f"**{now}**: the longer horizon " + ("reverses" if {then, now} == {HELD, FAILED}
-                                                     else "changes") + " Table 1's verdict on this row.", ""]
+                                                     else "changes") + " Table 1's verdict on this row"
+                + (", with flags other than today's (above)" if _differs(s, today) else "") + ".", ""]
   return lines
+
+
+def _differs(s: RecordSet, today: dict[str, Sequence[str]]) -> bool:
+  """Whether a record set's own runs were made with flags other than today's flagfiles."""
+  return any(flag_changes(r.get("flags", []), today[m]) for m, r in s.records.items()
+             if m not in s.borrowed and m in today)
