@@ -386,13 +386,32 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   assert sorted(calls) == sorted([failing.experiment_name, fresh.experiment_name])
   assert (tmp_path / "fake" / "concurrency.txt").read_text().split() == ["2", "2"]  # --parallel=2
   with open(os.path.join(fresh.output_dir, "experiment.json")) as f:
-    assert json.load(f)["flags"] == fresh.signature()
+    made = json.load(f)
+  assert made["flags"] == fresh.signature()
+  assert made["commit"] == ex.runs.checkout_commit()  # the checkout the run was made from
   assert "$ " + fake in open(failing.log_path).read()
 
   # Again: the finished run is skipped, the failed one is started again (main would resume).
   results = ex.run_all(runs, parallel=1, python=fake, echo=lambda m: None)
   assert [r.status for r in results] == ["skipped", "failed", "skipped", "conflict"]
   assert (tmp_path / "fake" / "calls.txt").read_text().split().count(failing.experiment_name) == 2
+
+
+def test_a_record_names_the_commit_of_its_checkout(tmp_path):
+  """``commit`` is git's HEAD of the flagfiles' checkout, marked when tracked files differ; None
+  outside a git checkout."""
+  assert ex.runs.checkout_commit(str(tmp_path)) is None
+  repo = tmp_path / "repo"
+  repo.mkdir()
+  git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+  subprocess.run(["git", "init", "-q", str(repo)], check=True)
+  (repo / "a.cfg").write_text("--seed=1\n")
+  subprocess.run(git + ["add", "a.cfg"], check=True)
+  subprocess.run(git + ["commit", "-qm", "a"], check=True)
+  head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+  assert ex.runs.checkout_commit(str(repo)) == head
+  (repo / "a.cfg").write_text("--seed=2\n")
+  assert ex.runs.checkout_commit(str(repo)) == head + "+changes"
 
 
 def test_a_run_another_process_holds_is_left_to_it(tmp_path):

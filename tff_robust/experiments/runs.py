@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -287,11 +288,26 @@ class Run:
     return PENDING
 
   def record(self, python: str) -> None:
-    """Writes ``experiment.json`` (effective flags and command) into the run directory."""
+    """Writes ``experiment.json`` (effective flags, command, and the commit of the flagfiles'
+    checkout when it is a git checkout) into the run directory."""
     os.makedirs(self.output_dir, exist_ok=True)
     with open(os.path.join(self.output_dir, "experiment.json"), "w") as f:
       json.dump({"cell": self.cell.cell_id, "seed": self.seed, "flags": self.signature(),
-                 "command": shlex.join(self.command(python))}, f, indent=1)
+                 "command": shlex.join(self.command(python)), "commit": checkout_commit()},
+                f, indent=1)
+
+
+def checkout_commit(repo: str = REPO) -> Optional[str]:
+  """The commit checked out in ``repo`` (None outside a git checkout, or without git), with
+  ``+changes`` when tracked files differ from it."""
+  try:
+    head = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return head + ("+changes" if dirty else "")
 
 
 def plan(table: Table, seeds: int, root_output_dir: str, overrides: Overrides = Overrides()) -> list[Run]:
