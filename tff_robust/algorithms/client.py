@@ -128,8 +128,8 @@ class LocalResult(NamedTuple):
   sums: Optional[tf.Tensor]  # this component's `LossTerm.sums` over the loop
 
   def kept(self, value):
-    """``value`` where the round is kept, else zeros (NaN · 0 would still be NaN)."""
-    return tf.where(self.finite, value, tf.zeros_like(value))
+    """``value`` where the round is kept, else zeros (`kept_if`)."""
+    return kept_if(self.finite, value)
 
 
 class Component:
@@ -174,6 +174,12 @@ class Component:
   def metrics(self, report, train: TrainReport) -> collections.OrderedDict:
     """Round metrics from its report summed over the round's clients (unprefixed names)."""
     return collections.OrderedDict()
+
+
+def kept_if(finite: tf.Tensor, value):
+  """``value`` where the client's round is kept (``finite``), else zeros: a dropped client adds
+  nothing (NaN · 0 would still be NaN)."""
+  return tf.where(finite, value, tf.zeros_like(value))
 
 
 def all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

@@ -25,7 +25,8 @@ import tensorflow_federated as tff
 
 from tff_robust.algorithms import evaluation
 from tff_robust.algorithms.client import (ClientOutput, Component, Forward, LocalResult, LocalRun,
-                                          StatefulClientOutput, Step, TrainReport, all_finite)
+                                          StatefulClientOutput, Step, TrainReport, all_finite,
+                                          kept_if)
 from tff_robust.algorithms import client as client_lib
 from tff_robust.algorithms.client_input import ClientInput, Unpacked
 from tff_robust.algorithms.config import ClientConfig
@@ -251,9 +252,7 @@ class ClientTrainer:
     train_acc = tf.math.divide_no_nan(sums.correct, sums.predictions)
     val_acc = tf.math.divide_no_nan(val_correct, val_predictions)
 
-    def kept(value):  # a dropped client adds zeros (NaN * 0 would still be NaN)
-      return tf.where(finite, value, tf.zeros_like(value))
-
+    kept = functools.partial(kept_if, finite)
     weight = kept(tf.cast(_weighting(self.weighting, num_examples, train_acc, val_acc), tf.float32))
     outgoing = [kept(d) for d in delta]
     for c in self.components:  # a byzantine client replaces its honest update (seed 003 faults)
