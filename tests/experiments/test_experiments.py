@@ -466,6 +466,13 @@ def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_lega
       cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=reversed",))).conflict()
 
 
+def test_no_project_flag_starts_with_no():
+  """A run's flags are compared as text (`runs._computing`), where a bare ``--noX`` reads as
+  X = false: sound only while no flag of the project is itself named ``no...``."""
+  definitions.define_flags()  # idempotent
+  names = [f.name for f in flags.FLAGS.get_flags_for_module(definitions.__name__)]
+  assert names and not [n for n in names if n.startswith("no")]
+
 def test_rounds_extend_a_finished_run_as_in_main(tmp_path):
   """--rounds means what it means to main: more rounds extend a finished run (it is pending
   again; main resumes it from its last checkpoint), the same is done, fewer is a conflict."""
