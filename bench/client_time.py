@@ -30,7 +30,8 @@ from tensorflow.python.framework import ops as ops_lib  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client, client_work, evaluation, methods, process  # noqa: E402
+from tff_robust.algorithms import client, client_work, evaluation, methods  # noqa: E402
+from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -138,13 +139,12 @@ def main() -> None:
   with tff_runtime() as runtime:
     for name in args.tasks.split(","):
       task = load(name, args.data_dir)
-      spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                                   task.train.element_type_structure)
+      spec = model_spec(task)
       cid = sorted(task.train.client_ids)[0]
       data = [task.train.create_tf_dataset_for_client(cid)]
       val = evaluation.sample_examples(task.train.create_tf_dataset_for_client(cid),
                                        args.ah_val_examples, seed=0)
-      steps = {method: _round_step(spec, config(method, args.steps, args.batch_size, 0.01), data, val)
+      steps = {method: _round_step(task, config(method, args.steps, args.batch_size, 0.01), data, val)
                for method in METHODS}
       reps = [timing.interleaved(steps, args.rounds, args.warmup, runtime.worker_pids)
               for _ in range(args.repetitions)]
@@ -171,10 +171,10 @@ def main() -> None:
       json.dump(out, f, indent=1)
 
 
-def _round_step(spec: client_work.ModelSpec, cfg: ProcessConfig, data: list, val):
+def _round_step(task, cfg: ProcessConfig, data: list, val):
   """One round of a method's process per call, its state carried from call to call."""
   cfg = dataclasses.replace(cfg, client=dataclasses.replace(cfg.client, rm_client_state="reset"))
-  p = process.build_process(spec, cfg, server_val=val)
+  p = build_process_for_task(task, cfg, server_val=val).process
   state = [p.initialize()]
 
   def step():

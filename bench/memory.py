@@ -16,7 +16,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, process  # noqa: E402
+from tff_robust.algorithms.process_for_task import build_process_for_task  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -37,9 +37,7 @@ def main() -> None:
   parser.add_argument("--timing_rounds", type=int, default=5)
   args = parser.parse_args()
   task = tasks.load_task("synthetic", TaskOptions(num_clients=100))
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                               task.train.element_type_structure)
-  p = process.build_process(spec, ProcessConfig(client=ClientConfig(local_steps=5, batch_size=16)))
+  p = build_process_for_task(task, ProcessConfig(client=ClientConfig(local_steps=5, batch_size=16))).process
   ids = sorted(task.train.client_ids)
   with tff_runtime() as rt:
     worker = rt.worker_pids[0]

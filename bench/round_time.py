@@ -27,7 +27,7 @@ import tensorflow_federated as tff  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, process  # noqa: E402
+from tff_robust.algorithms.process_for_task import build_process_for_task  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -63,14 +63,12 @@ def main() -> None:
   cids = sorted(task.train.client_ids)[:args.clients]
   raw = [task.train.create_tf_dataset_for_client(c) for c in cids]
   batched = [d.repeat().batch(args.batch_size).take(args.steps) for d in raw]
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                               task.train.element_type_structure)
   reps = []
   with tff_runtime() as runtime:
     # tff_robust process.
-    ours = process.build_process(spec, ProcessConfig(
+    ours = build_process_for_task(task, ProcessConfig(
         client=ClientConfig(lr=args.lr, local_steps=args.steps, batch_size=args.batch_size),
-        server=ServerConfig(opt="sgd", lr=1.0)))
+        server=ServerConfig(opt="sgd", lr=1.0))).process
     state = [ours.initialize()]
 
     def ours_step():

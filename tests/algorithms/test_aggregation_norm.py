@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import process
+from tff_robust.algorithms import process, process_for_task
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.simulation import loop, selection
 from tff_robust.tasks.base import Task, sparse_accuracy
@@ -68,9 +68,9 @@ def test_one_round_with_half_the_clients_matches_hand_computation(tff_rt, tmp_pa
 
 def test_total_train_examples_counts_all_clients_without_held_out_ones():
   task = _task()
-  assert loop.total_train_examples(task.train) == 28
+  assert process_for_task.total_train_examples(task.train) == 28
   # every 3rd example held out: 6 -> 4, 10 -> 6, 8 -> 5, 4 -> 2
-  assert loop.total_train_examples(task.train, 3) == 17
+  assert process_for_task.total_train_examples(task.train, 3) == 17
 
 
 def test_all_needs_n():

@@ -1,4 +1,5 @@
-"""The seeds' methods as TFF computations: one `LearningProcess` (`process`) built from server
+"""The seeds' methods as TFF computations: one `LearningProcess` (`process`; for a task,
+`process_for_task.build_process_for_task`, the public entry point) built from server
 components (`server`: the server optimizers of seed 004 in `server_opt`, the learning-rate
 `schedules`, the AH policy of seed 000 in `reinforce`, FedEx of seed 002 in `fedex` over a
 `search_space`) and client components (`client`: the interface; representation matching of seed

@@ -20,7 +20,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms import evaluation
+from tff_robust.algorithms import evaluation, process_for_task
+from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.process import RobustProcess
 from tff_robust.common import options, run_lock
 from tff_robust.common.options import option, seed_option
@@ -213,33 +214,12 @@ class TrainingLoop:
     return result
 
 
-def total_train_examples(client_data, val_every: int = 0) -> int:
-  """N = Σ_k n_k over all K clients, of the examples they train on (without every
-  ``val_every``-th one when `split_validation` holds those out)."""
-  total = 0
-  for cid in client_data.client_ids:
-    n = evaluation.num_examples(client_data.create_tf_dataset_for_client(cid))
-    total += n - (-(-n // val_every) if val_every > 0 else 0)
-  return total
-
-
-def build_training_loop(task: Task, process_config, loop_config: LoopConfig) -> TrainingLoop:
-  """The process of ``process_config`` over ``task`` and its driver (what `main` runs).
+def build_training_loop(task: Task, process_config: ProcessConfig, loop_config: LoopConfig) -> TrainingLoop:
+  """The process of ``process_config`` over ``task`` (`process_for_task.build_process_for_task`)
+  and its driver: what `main` runs.
 
   Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`).
   """
-  from tff_robust.algorithms import client_work  # pylint: disable=g-import-not-at-top
-  from tff_robust.algorithms import process as process_lib  # pylint: disable=g-import-not-at-top
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                               task.train.element_type_structure)
-  server_val = None
-  if process_config.ah is not None and process_config.ah.loss_source == "server":
-    server_val = evaluation.server_sample(task.train, task.validation, process_config.ah.val_examples,
-                                          process_config.seed)
-  total = None
-  if process_config.aggregation_norm == "all":  # N of Algorithm 1 line 13
-    total = total_train_examples(task.train, loop_config.client_val_every
-                                 if process_config.needs_client_val else 0)
-  process = process_lib.build_process(spec, process_config, server_val=server_val, total_examples=total,
-                                      num_clients=len(task.train.client_ids))
-  return TrainingLoop(process, task, loop_config)
+  built = process_for_task.build_process_for_task(task, process_config,
+                                                  client_val_every=loop_config.client_val_every)
+  return TrainingLoop(built.process, task, loop_config)
