@@ -1,6 +1,7 @@
 """The package's layers, read from the source: each sub-package imports only the layers its
 `__init__` docstring allows (algorithms never the simulation driver, tuning, the runtime or the
-experiment runner), and no module grows past the size one reads at once."""
+experiment runner; nothing but themselves imports the studies or the results page), and no module
+grows past the size one reads at once."""
 
 import ast
 import os
@@ -18,6 +19,10 @@ ALLOWED = {
     "runtime": {"common"},
     "tuning": {"common", "algorithms", "simulation", "tasks"},
     "experiments": {"common", "runtime", "plot", "flags", "tasks"},
+    # Sub-packages of experiments/ with rules of their own; no other layer may import them.
+    "experiments/studies": {"common", "algorithms", "simulation", "runtime", "tasks", "flags", "plot",
+                            "experiments"},
+    "experiments/page": {"common", "runtime", "plot", "experiments"},
     # The repository's folders outside tff_robust/: tasks/ and flags/ install as
     # tff_robust.tasks and tff_robust.flags; bench/ uses the library and is never imported by it.
     "tasks": {"common"},
@@ -26,11 +31,12 @@ ALLOWED = {
               "flags", "plot"},
 }
 OUTSIDE = ("tasks", "flags", "bench")  # folders at the repository's root
+SUBPACKAGES = {"experiments": ("studies", "page")}
 MAX_LINES = 420
 
 
 def _folder(layer: str) -> str:
-  return os.path.join(ROOT, layer) if layer in OUTSIDE else os.path.join(PACKAGE, layer)
+  return os.path.join(ROOT, layer) if layer in OUTSIDE else os.path.join(PACKAGE, *layer.split("/"))
 
 
 def _modules():
@@ -42,18 +48,20 @@ def _modules():
 
 
 def _imported_parts(path: str) -> set[str]:
-  """The first name under tff_robust of every import in the module (function bodies included)."""
+  """The layer under tff_robust of every import in the module (function bodies included): its
+  first name, or ``first/sub`` for a sub-package with rules of its own (`SUBPACKAGES`)."""
   parts = set()
   for node in ast.walk(ast.parse(open(path).read())):
     names = []
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      names = ([f"{node.module}.{a.name}" for a in node.names] if node.module == "tff_robust"
-               else [node.module])
+      names = [f"{node.module}.{a.name}" for a in node.names]
     elif isinstance(node, ast.Import):
       names = [a.name for a in node.names]
     for name in names:
       if name.startswith("tff_robust."):
-        parts.add(name.split(".")[1])
+        first, *rest = name.split(".")[1:]
+        sub = rest[0] if rest and rest[0] in SUBPACKAGES.get(first, ()) else None
+        parts.add(f"{first}/{sub}" if sub else first)
   return parts
 
 
@@ -65,8 +73,11 @@ def test_a_layer_imports_only_what_it_may(layer, path):
 
 def test_the_rule_sees_a_forbidden_import(tmp_path):
   bad = tmp_path / "bad.py"
-  bad.write_text("def f():\n  from tff_robust.simulation import loop\nfrom tff_robust import tune\n")
-  assert _imported_parts(str(bad)) == {"simulation", "tune"}
+  bad.write_text("def f():\n  from tff_robust.simulation import loop\nfrom tff_robust import tune\n"
+                 "from tff_robust.experiments import studies\nimport tff_robust.experiments.page.plan\n"
+                 "from tff_robust.experiments.runs import plan\n")
+  assert _imported_parts(str(bad)) == {"simulation", "tune", "experiments/studies", "experiments/page",
+                                       "experiments"}
 
 
 def test_every_layer_says_what_it_may_import():

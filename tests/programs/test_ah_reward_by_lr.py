@@ -1,19 +1,13 @@
-"""`bench/ah_reward_by_lr.py`: the per-lr reward table and the lr/advantage correlation,
+"""`tff_robust.experiments.studies.ah_reward_by_lr`: the per-lr reward table and the lr/advantage correlation,
 checked by hand on small metrics files."""
 
 import csv
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
-from helpers.paths import ROOT
-
-_spec = importlib.util.spec_from_file_location("ah_reward_by_lr",
-                                               os.path.join(ROOT, "bench", "ah_reward_by_lr.py"))
-ah = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ah)
+from tff_robust.experiments.studies import ah_reward_by_lr as ah
 
 FIELDS = ("round", "client_lr", "ah_reward", "ah_reward_baseline", "rm_loss", "update_norm")
 

@@ -1,4 +1,4 @@
-"""`bench/results.py --plan=reduced`: the results page end to end on offline data (one seed,
+"""`python -m tff_robust.experiments.page --plan=reduced`: the results page end to end on offline data (one seed,
 one or two rounds). Every table cell of the page holds a number, every figure exists, and a
 second call starts nothing (finished runs are found). Marked slow (about 18 minutes on 2 cores):
 CI runs it as its own step after the default suite (`.ci/run`).
@@ -19,7 +19,6 @@ from helpers.procs import workers_with
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = os.path.join(ROOT, "bench", "results.py")
 FIGURES = ("results_mnist_curves.png", "results_kws_curves.png", "results_fig3.png")
 
 
@@ -35,7 +34,8 @@ def _table_cells(markdown: str) -> list[str]:
 @pytest.mark.skipif(espeak_corpus.espeak_binary() is None, reason="espeak-ng speaks the KWS corpus")
 def test_reduced_page_fills_every_cell_and_figure(tmp_path):
   root, docs = tmp_path / "runs", tmp_path / "docs"
-  cmd = [sys.executable, SCRIPT, "--plan=reduced", f"--root={root}", f"--docs={docs}", "--parallel=2"]
+  cmd = [sys.executable, "-m", "tff_robust.experiments.page", "--plan=reduced", f"--root={root}",
+         f"--docs={docs}", "--parallel=2"]
   marker = uuid.uuid4().hex
   env = {**os.environ, "TFF_ROBUST_TEST_RUN": marker, "TF_CPP_MIN_LOG_LEVEL": "3"}
   done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2700, check=False)

@@ -1,15 +1,13 @@
-"""The results page's seed-004 protocol (`bench/results_plan.py`): the server lr is chosen per
+"""The results page's seed-004 protocol (`tff_robust.experiments.page.plan`): the server lr is chosen per
 optimizer on seed 0's validation accuracy once its grid is finished, and only then do the other
 seeds run, at that lr."""
 
 import json
 import os
-import sys
 
 from helpers.paths import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import results_plan as rp  # noqa: E402  (bench/ is not a package)
+from tff_robust.experiments.page import plan as rp
 
 
 def _finish(run, val, test):
@@ -55,7 +53,7 @@ def test_seed002_budget_is_the_flagfiles_rounds_or_the_plans_override():
 
 
 def test_seed004_paired_comparison_is_per_seed_against_fedavg():
-  import results  # noqa: E402  (the page script; imports matplotlib's Agg backend only)
+  from tff_robust.experiments.page import results  # pylint: disable=g-import-not-at-top (matplotlib Agg)
   by_seed = {"avg": {0: 80.0, 1: 90.0, 2: 70.0}, "adam": {0: 82.0, 1: 89.0, 2: 73.0},
              "yogi": {0: 99.0}}  # one shared seed: no paired figure
   lines = results.paired_vs_fedavg(by_seed)

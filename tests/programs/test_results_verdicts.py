@@ -1,22 +1,18 @@
-"""The results page's verdicts (`bench/results_verdicts.py`) on constructed numbers, and the records
-behind its Fig. 3 verdict, horizon section and benchmark tables (`results_fig3`, `results_horizon`,
-`results_bench`): no run is started."""
+"""The results page's verdicts (`tff_robust.experiments.page.verdicts`) on constructed numbers, and
+the records behind its Fig. 3 verdict, horizon section and benchmark tables (`fig3`, `horizon`,
+`timings`): no run is started."""
 
 import json
 import math
 import os
-import sys
 
 import pytest
 
-from helpers.paths import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import results_bench as rb  # noqa: E402  (bench/ is not a package)
-import results_horizon as rh  # noqa: E402
-import results_plan as rp  # noqa: E402
-import results_verdicts as rv  # noqa: E402
-from results_seeds import ORDERINGS_T1  # noqa: E402
+from tff_robust.experiments.page import horizon as rh
+from tff_robust.experiments.page import plan as rp
+from tff_robust.experiments.page import timings as rb
+from tff_robust.experiments.page import verdicts as rv
+from tff_robust.experiments.page.seeds import ORDERINGS_T1
 
 
 def test_the_rule_on_constructed_differences():
@@ -76,7 +72,7 @@ def _metrics(run_dir, lr, steps):
 
 
 def test_fig3_reads_first_and_last_mu_and_judges_log2_changes(tmp_path):
-  import results_fig3 as rf  # noqa: E402  (plot imports matplotlib)
+  from tff_robust.experiments.page import fig3 as rf  # pylint: disable=g-import-not-at-top (matplotlib)
   ends, changes = {}, {"lr": {}, "steps": {}}
   for s, (lr_end, steps_end) in enumerate(((0.0125, 8.0), (0.0250, 12.0), (0.0125, 10.0))):
     _metrics(str(tmp_path / f"s{s}"), [0.1, 0.05, lr_end], [50.0, 30.0, steps_end])

@@ -1,6 +1,8 @@
 """The seeds' experiments: tables of cells (`tables`), each cell x seed a run of
 `tff_robust.main` (`runs`), started as child processes (`scheduler`), summarised in the seed's
-layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__main__`).
+layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__main__`). The
+studies that chose settings (`studies`) and the results page (`page`) are sub-packages built on
+this runner, each with its own imports (their `__init__`s say which); the runner imports neither.
 
 This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
 check loads `tff_robust.tasks` only when asked). The names below are its public API.

@@ -4,7 +4,7 @@ for non-iid clients and up for iid ones, and keeps the local steps high).
 
 Each run's μ_lr and μ_steps are read from its metrics.csv (``ah_lr_mu``, ``ah_steps_mu``) at the
 first and the last round. Both live on log grids, so a change is log2(end / start), one per seed,
-judged by the page's rule (`results_verdicts`): "down" reads −log2(end / start) > 0, "up"
+judged by the page's rule (`verdicts`): "down" reads −log2(end / start) > 0, "up"
 log2(end / start) > 0, and "kept high" log2(end / start) > −1 (μ_steps ends above half its start).
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from results_verdicts import Judged, judge, grouped  # bench/ is on sys.path
 
 from tff_robust import experiments as ex
 from tff_robust import plot
+from tff_robust.experiments.page.verdicts import Judged, grouped, judge
 
 COLUMNS = {"lr": "ah_lr_mu", "steps": "ah_steps_mu"}
 STEPS_MARGIN = -1.0  # "kept high": log2(end / start) > -1

@@ -7,7 +7,7 @@ A longer record is any finished run named as the page's cells (``seed000_mnist_c
 record set. For each set the page states the flagfiles it was made with, its commit (the
 record's ``commit``, when it has one) and day (its run.log), and where its flags differ from
 today's flagfiles, and judges the claim "FA+RM+AH ≥ FA" on its paired difference with the
-page's rule (`results_verdicts`). A set without FA (FA+RM+AH runs moved aside) pairs with FA's
+page's rule (`verdicts`). A set without FA (FA+RM+AH runs moved aside) pairs with FA's
 runs of the same round count in another folder, and says so.
 """
 
@@ -20,11 +20,11 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from results_plan import by_seed, fmt  # bench/ is on sys.path
-from results_verdicts import FAILED, HELD, NOISE, Judged, judge
 
 from tff_robust import experiments as ex
 from tff_robust.common import markdown
+from tff_robust.experiments.page.plan import by_seed, fmt
+from tff_robust.experiments.page.verdicts import FAILED, HELD, NOISE, Judged, judge
 from tff_robust.experiments.runs import rounds_of
 
 ROW = "c1.0_noniid"

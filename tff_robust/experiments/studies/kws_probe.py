@@ -9,7 +9,7 @@ model of its last checkpoint is evaluated three ways on the task's test split:
 - the same probe on the same architecture at its initial weights (``--init_seed``), the floor
   the features have to beat.
 
-    uv run python bench/kws_probe.py docs/runs/kws_rm_check/fa_s0 docs/runs/kws_rm_check/rm_authors_s0
+    uv run python -m tff_robust.experiments.studies.kws_probe docs/runs/kws_rm_check/fa_s0 docs/runs/kws_rm_check/rm_authors_s0
 
 Each run is read with its own ``hparams.cfg`` (its task and data must be where it recorded them;
 ``--data_dir`` overrides). Prints a markdown table; ``--json_out`` also writes it.

@@ -15,7 +15,7 @@ seeds of those arms one after another. The summary reads every `ARM_sS/metrics.c
 drift, update norm, the clients' cross-entropy and eq. 1's terms; each arm's seed-paired
 difference to FA ± its standard error at the last round both evaluated; and a PNG of the curves.
 
-    uv run python bench/kws_rm_check.py --root=docs/runs/kws_rm_check --corpus=/tmp/kws_big \\
+    uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_rm_check --corpus=/tmp/kws_big \\
         --seeds=2 --rounds=12 --run=fa,rm_authors_w1e-3
 """
 

