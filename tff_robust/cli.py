@@ -41,18 +41,21 @@ def _usage(doc: str, modules: Sequence[str], full: bool) -> None:
 
 def resolve_flagfile(arg: str) -> str:
   """``--flagfile=PATH`` as given when PATH exists; else the project's flagfile of that name
-  (``flags/NAME.cfg`` or ``NAME.cfg``, e.g. from an installed wheel); else exit 2."""
+  (``flags/NAME.cfg`` or ``NAME.cfg``, e.g. from an installed wheel; a name from before the
+  papers' names, ``seed000_fa.cfg``, as it is named now); else exit 2."""
   if not arg.startswith(("--flagfile=", "-flagfile=")):
     return arg
   path = arg.split("=", 1)[1]
   if os.path.isfile(os.path.expanduser(path)):
     return arg
   from tff_robust import flags as project_flags  # pylint: disable=g-import-not-at-top
-  packaged = os.path.join(os.path.dirname(os.path.abspath(project_flags.__file__)), os.path.basename(path))
+  from tff_robust.flags import papers  # pylint: disable=g-import-not-at-top
+  packaged = os.path.join(os.path.dirname(os.path.abspath(project_flags.__file__)),
+                          papers.current_name(os.path.basename(path)))
   if os.path.dirname(path) in ("", "flags") and os.path.isfile(packaged):
     return f"--flagfile={packaged}"
   fail(f"--flagfile={path!r} is not valid: no such file (relative paths start at {os.getcwd()}; "
-       "the project's flagfiles are found by name, e.g. flags/seed002_mnist_study.cfg)")
+       "the project's flagfiles are found by name, e.g. flags/fedex_mnist_study.cfg)")
 
 
 _ARGV: list[str] = []  # the command line as parsed (flagfiles resolved), for `flag_origin`

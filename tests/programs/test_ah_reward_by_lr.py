@@ -46,7 +46,7 @@ def test_correlation_sign_follows_the_advantage(tmp_path):
 
 def test_prints_both_methods_and_names_missing_runs(tmp_path, capsys):
   for key in ("fa_ah", "fa_rm_ah"):
-    _write(str(tmp_path / f"seed000_mnist_c1.0_noniid_{key}_s0" / "metrics.csv"),
+    _write(str(tmp_path / f"rmah_mnist_c1.0_noniid_{key}_s0" / "metrics.csv"),
            [(t, 0.1 if t % 2 else 0.01, 0.01 * t, 0.0, 5.0, 0.1) for t in range(1, 9)])
   assert ah.main([f"--root={tmp_path}", "--seeds=1", "--phases=0,8"]) == 0
   out = capsys.readouterr().out

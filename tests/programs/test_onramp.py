@@ -72,7 +72,7 @@ def test_paths_that_cannot_be_created_or_read_are_refused(tmp_path, a_file):
 @pytest.mark.parametrize("flag", ["--root_output_dir", "--out_dir", "--data_dir"])
 def test_experiments_checks_its_paths_first(tmp_path, a_file, flag):
   value = a_file if flag != "--data_dir" else tmp_path / "nowhere"
-  proc = _module("tff_robust.experiments", "--table=seed000_table1", f"--root_output_dir={tmp_path / 'r'}",
+  proc = _module("tff_robust.experiments", "--table=rmah_table1", f"--root_output_dir={tmp_path / 'r'}",
                  f"{flag}={value}", timeout=60)
   assert f"{flag}='{value}' is not valid" in _one_error_line(proc)
 

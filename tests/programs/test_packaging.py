@@ -37,7 +37,7 @@ def test_wheel_holds_only_the_tff_robust_package(tmp_path):
   tops = {n.split("/", 1)[0] for n in names}
   assert tops == {"tff_robust", f"{wheels[0].split('-')[0]}-{wheels[0].split('-')[1]}.dist-info"}, tops
   for path in ("tff_robust/tasks/mnist.py", "tff_robust/tasks/base.py", "tff_robust/flags/definitions.py",
-               "tff_robust/flags/seed000_common.cfg", "tff_robust/flags/seed002_mnist_study.cfg"):
+               "tff_robust/flags/rmah_common.cfg", "tff_robust/flags/fedex_mnist_study.cfg"):
     assert path in names, path
 
 

@@ -26,10 +26,11 @@ def _tracked(*folders: str) -> list[str]:
 
 def test_page_regenerated_in_another_folder_equals_the_committed_one(tmp_path):
   clone = tmp_path / "elsewhere" / "tff_robust_copy"
-  for rel in _tracked("bench", "docs", "flags"):
+  for rel in _tracked("docs"):
     (clone / rel).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(os.path.join(ROOT, rel), clone / rel)
-  proc = subprocess.run([sys.executable, str(clone / "bench" / "results.py"), "--report_only"],
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments.page", "--report_only",
+                         f"--root={clone / 'docs' / 'runs'}", f"--docs={clone / 'docs'}"],
                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr and "conflict" not in proc.stdout
@@ -43,7 +44,7 @@ def test_page_regenerated_in_another_folder_equals_the_committed_one(tmp_path):
 def test_a_record_with_absolute_paths_of_another_checkout_is_the_same_run(tmp_path):
   """The committed keyword runs record ``--data_dir=<their root>/kws_corpus`` as an absolute path
   of the machine that ran them; here the same corpus under this root is the same run."""
-  cell = ex.seed000_cell("kws", "c1.0_noniid", "fa")
+  cell = ex.rmah_cell("kws", "c1.0_noniid", "fa")
   root = str(tmp_path / "runs")
   run = ex.Run(cell, 0, root, ex.Overrides(rounds=3, data_dir=os.path.join(root, "kws_corpus")))
   old_root = "/elsewhere/checkout/docs/runs"
@@ -52,7 +53,7 @@ def test_a_record_with_absolute_paths_of_another_checkout_is_the_same_run(tmp_pa
   os.makedirs(run.output_dir)
   with open(os.path.join(run.output_dir, "experiment.json"), "w") as f:
     json.dump({"flags": old_flags, "command": f"python -m tff_robust.main --flagfile=/elsewhere/checkout/"
-               f"flags/seed000_common.cfg --root_output_dir={old_root}"}, f)
+               f"flags/rmah_common.cfg --root_output_dir={old_root}"}, f)
   with open(run.done_path, "w") as f:
     json.dump({"test_accuracy": 0.5}, f)
   assert run.conflict() is None and run.status() == ex.DONE

@@ -18,19 +18,19 @@ def _finish(run, val, test):
 
 def test_choice_reads_seed0_validation_of_finished_grids_only(tmp_path):
   plan = rp.Plan(s004_server_lrs=(0.1, 1.0))
-  grid = rp.seed004_grid_runs(plan, str(tmp_path))
+  grid = rp.fedopt_grid_runs(plan, str(tmp_path))
   assert {r.seed for r in grid} == {0}
-  assert len(grid) == len(rp.SEED004_OPTS) * 2
+  assert len(grid) == len(rp.FEDOPT_OPTS) * 2
   by = {(r.cell.row, r.cell.column): r for r in grid}
   # yogi: lr 1 wins on validation although lr 0.1 has the better test accuracy.
   _finish(by[("yogi", "lr0.1")], val=0.70, test=0.99)
   _finish(by[("yogi", "lr1")], val=0.80, test=0.50)
   # adam: one grid run unfinished, so no choice yet.
   _finish(by[("adam", "lr0.1")], val=0.90, test=0.90)
-  chosen = rp.seed004_choose(grid)
+  chosen = rp.fedopt_choose(grid)
   assert chosen == {"yogi": "lr1"}
 
-  final = rp.seed004_final_runs(plan, str(tmp_path), chosen)
+  final = rp.fedopt_final_runs(plan, str(tmp_path), chosen)
   assert [(r.cell.row, r.cell.column, r.seed) for r in final] == [("yogi", "lr1", 1), ("yogi", "lr1", 2)]
   assert "--server_lr=1" in final[0].flags() and "--seed=1" in final[0].flags()
   # Seed 0 of the chosen cell is the grid run itself: same directory naming, other seed.
@@ -39,20 +39,20 @@ def test_choice_reads_seed0_validation_of_finished_grids_only(tmp_path):
 
 def test_one_seed_plans_have_no_second_stage(tmp_path):
   plan = rp.PLANS["reduced"]
-  grid = rp.seed004_grid_runs(plan, str(tmp_path))
+  grid = rp.fedopt_grid_runs(plan, str(tmp_path))
   for r in grid:
     _finish(r, val=0.5, test=0.5)
-  assert rp.seed004_final_runs(plan, str(tmp_path), rp.seed004_choose(grid)) == []
+  assert rp.fedopt_final_runs(plan, str(tmp_path), rp.fedopt_choose(grid)) == []
 
 
-def test_seed002_budget_is_the_flagfiles_rounds_or_the_plans_override():
-  with open(os.path.join(ROOT, "flags", "seed002_mnist_study.cfg")) as f:
+def test_fedex_budget_is_the_flagfiles_rounds_or_the_plans_override():
+  with open(os.path.join(ROOT, "flags", "fedex_mnist_study.cfg")) as f:
     rounds = [ln.split("=", 1)[1].strip() for ln in f if ln.startswith("--rounds=")]
-  assert rp.seed002_rounds(rp.PLANS["full"]) == rounds[-1]
-  assert rp.seed002_rounds(rp.Plan(s002_extra=("--rounds=3", "--rs_arms=2"))) == "3"
+  assert rp.fedex_rounds(rp.PLANS["full"]) == rounds[-1]
+  assert rp.fedex_rounds(rp.Plan(s002_extra=("--rounds=3", "--rs_arms=2"))) == "3"
 
 
-def test_seed004_paired_comparison_is_per_seed_against_fedavg():
+def test_fedopt_paired_comparison_is_per_seed_against_fedavg():
   from tff_robust.experiments.page import results  # pylint: disable=g-import-not-at-top (matplotlib Agg)
   by_seed = {"avg": {0: 80.0, 1: 90.0, 2: 70.0}, "adam": {0: 82.0, 1: 89.0, 2: 73.0},
              "yogi": {0: 99.0}}  # one shared seed: no paired figure

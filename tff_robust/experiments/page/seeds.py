@@ -6,20 +6,20 @@ from __future__ import annotations
 from tff_robust.experiments.page.verdicts import Claim
 
 # Seed 000 Table 1 (MNIST) and Table 3 (KWS): row key -> method key -> "mean ± std" (%).
-SEED000_TABLE1 = {
+RMAH_TABLE1 = {
     "c1.0_iid": dict(fa="97.9 ± 0.1", fa_wd="97.9 ± 0.005", fa_rm_ah="97.9 ± 0.06", fa_rm="97.8 ± 0.06", fa_ah="98.0 ± 0.04"),
     "c1.0_noniid": dict(fa="94.7 ± 0.07", fa_wd="94.8 ± 0.2", fa_rm_ah="94.7 ± 0.08", fa_rm="94.5 ± 0.3", fa_ah="95.5 ± 0.04"),
     "c0.5_iid": dict(fa="97.4 ± 0.06", fa_wd="97.3 ± 0.03", fa_rm_ah="98.1 ± 0.06", fa_rm="97.4 ± 0.05", fa_ah="98.2 ± 0.01"),
     "c0.5_noniid": dict(fa="92.1 ± 0.8", fa_wd="92.0 ± 0.4", fa_rm_ah="92.5 ± 0.1", fa_rm="91.6 ± 0.3", fa_ah="93.2 ± 0.8"),
 }
-SEED000_TABLE3 = {
+RMAH_TABLE3 = {
     "c1.0_iid": dict(fa="93.0 ± 0.2", fa_wd="93.5 ± 0.2", fa_rm_ah="94.4 ± 0.2", fa_rm="92.9 ± 0.3", fa_ah="94.0 ± 0.4"),
     "c1.0_noniid": dict(fa="28.4 ± 7.2", fa_wd="29.9 ± 7.3", fa_rm_ah="81.1 ± 0.5", fa_rm="79.2 ± 0.6", fa_ah="9.8 ± 0.2"),
 }
-SEED000_TABLE4 = dict(MNIST=dict(fa=0.39, fa_wd=0.41, fa_rm_ah=0.43, fa_rm=0.42, fa_ah=0.39),
-                      CIFAR10=dict(fa=0.50, fa_wd=0.54, fa_rm_ah=0.67, fa_rm=0.66, fa_ah=0.51))
+RMAH_TABLE4 = dict(MNIST=dict(fa=0.39, fa_wd=0.41, fa_rm_ah=0.43, fa_rm=0.42, fa_ah=0.39),
+                   CIFAR10=dict(fa=0.50, fa_wd=0.54, fa_rm_ah=0.67, fa_rm=0.66, fa_ah=0.51))
 # Seed 004, constant learning rates, EMNIST CR accuracy (%), last 100 rounds.
-SEED004_EMNIST_CR = dict(adagrad=85.7, adam=86.0, yogi=86.1, avgm=86.3, avg=85.9)
+FEDOPT_EMNIST_CR = dict(adagrad=85.7, adam=86.0, yogi=86.1, avgm=86.3, avg=85.9)
 
 # The orderings seed 000 reports (its text and tables), each judged on the paired differences of
 # the page's runs (`verdicts`): parts ``(a, b, margin)`` read "a − b > margin".

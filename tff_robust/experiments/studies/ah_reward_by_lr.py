@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from tff_robust import experiments as ex
 from tff_robust.experiments.runs import REPO
 
 METHODS = (("fa_ah", "FA+AH"), ("fa_rm_ah", "FA+RM+AH"))
@@ -79,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
   bounds = [int(b) for b in a.phases.split(",")]
   runs = {}
   for key, label in METHODS:
-    paths = [os.path.join(a.root, f"seed000_{a.task}_{a.row}_{key}_s{s}", "metrics.csv")
+    paths = [os.path.join(ex.Run(ex.rmah_cell(a.task, a.row, key), s, a.root).output_dir, "metrics.csv")
              for s in range(a.seeds)]
     missing = [q for q in paths if not os.path.exists(q)]
     if missing:
-      print(f"missing run(s): {', '.join(missing)} (run python -m tff_robust.experiments.page first)", file=sys.stderr)
+      print(f"missing run(s): {', '.join(missing)} (run python -m tff_robust.experiments.page first)",
+            file=sys.stderr)
       return 2
     runs[label] = [read_rows(q) for q in paths]
   for first, last in zip(bounds[:-1], bounds[1:]):

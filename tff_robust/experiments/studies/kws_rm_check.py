@@ -35,10 +35,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from tff_robust import plot  # noqa: E402
 
-BASE = ("--flagfile=flags/seed000_common.cfg", "--flagfile=flags/seed000_kws.cfg",
-        "--flagfile=flags/seed000_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
+BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
+        "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
         "--rounds_per_eval=2", "--rounds_per_checkpoint=1")
-RM = ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=authors", "--rm_normalize=sum")
+RM = ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=authors", "--rm_normalize=sum")
 # arm: (label, flags, the FA arm it is paired with: the same client lr)
 ARMS = {
     "fa": ("FA (lr 0.05)", (), None),
@@ -51,7 +51,7 @@ ARMS = {
     "rm_authors_w1e-3_lr0.01": ("FA+RM, authors' layers, 1e-3, lr 0.01",
                                 RM + ("--rm_weight=1e-3", "--client_lr=0.01"), "fa_lr0.01"),
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
-                    ("--flagfile=flags/seed000_fa_rm.cfg", "--rm_layers=reversed",
+                    ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=reversed",
                      "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
 }
 COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),

@@ -24,14 +24,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 
-TABLES = {"mnist": "seed000_table1", "cifar10": "seed000_table2", "kws": "seed000_table3"}
+TABLES = {"mnist": "rmah_table1", "cifar10": "rmah_table2", "kws": "rmah_table3"}
 METHODS = (("fa", "FA"), ("fa_rm", "FA+RM"))
 
 
 def run_dirs(root: str, task: str, row: str, method: str, seeds: int) -> list[str]:
-  return [os.path.join(root, f"seed000_{task}_{row}_{method}_s{s}") for s in range(seeds)]
+  return [ex.Run(ex.rmah_cell(task, row, method), s, root).output_dir for s in range(seeds)]
 
 
 def draw(out_png: str, runs: dict[str, list[dict]], title: str) -> str:

@@ -31,7 +31,7 @@ from tff_robust.algorithms.process_for_task import build_process_for_task, model
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
 
-# (name, RM weight, top source); the weight is seed000_fa_rm.cfg's.
+# (name, RM weight, top source); the weight is rmah_fa_rm.cfg's.
 METHODS = (("FA", 0.0, "logits"), ("RM logits", 0.3, "logits"), ("RM softmax", 0.3, "softmax"),
            ("RM none", 0.3, "none"))
 
