@@ -124,8 +124,14 @@ class ServerConfig:
     if self.momentum is None:
       object.__setattr__(self, "momentum", 0.9 if self.opt == "sgdm" else 0.0)
     options.validate(self)
-    server_opt.build_server_optimizer(self.opt, learning_rate=self.lr, momentum=self.momentum,
+    server_opt.check_server_optimizer(self.opt, learning_rate=self.lr, momentum=self.momentum,
                                       beta1=self.beta1, beta2=self.beta2, tau=self.tau)
+
+  def build_optimizer(self) -> Any:
+    """SERVEROPT of this configuration (a `tff.learning.optimizers.Optimizer`), built once by the
+    process (`server.ServerOptimizer`); the checks ran on construction."""
+    return server_opt.build_server_optimizer(self.opt, learning_rate=self.lr, momentum=self.momentum,
+                                             beta1=self.beta1, beta2=self.beta2, tau=self.tau)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -201,9 +201,7 @@ class ServerOptimizer:
   def __init__(self, server: ServerConfig, trainable_specs: list[tf.TensorSpec]):
     self.config = server
     self.specs = trainable_specs
-    self.optimizer = server_opt.build_server_optimizer(
-        server.opt, learning_rate=server.lr, momentum=server.momentum, beta1=server.beta1,
-        beta2=server.beta2, tau=server.tau)
+    self.optimizer = server.build_optimizer()
 
   def initial_state(self, weights: ModelWeights) -> Any:
     return self.optimizer.initialize(self.specs)

@@ -134,8 +134,10 @@ class ReddiAdaptiveOptimizer(tff.learning.optimizers.Optimizer):
     return tff.structure.update_struct(state, **hparams)
 
 
-def _validate(name: str, learning_rate: float, momentum: float, beta1: float,
-              beta2: float, tau: float, initial_v: float | None) -> None:
+def check_server_optimizer(name: str, learning_rate: float, momentum: float = 0.0, beta1: float = 0.9,
+                           beta2: float = 0.99, tau: float = 1e-3, initial_v: float | None = None) -> None:
+  """Raises ValueError naming the flag when the settings make no SERVEROPT (`build_server_optimizer`
+  checks this first; a config checks it without building the optimizer)."""
   if name not in SERVER_OPTIMIZERS:
     raise ValueError(f'--server_opt must be one of {SERVER_OPTIMIZERS}, got {name!r}')
   if not learning_rate > 0:
@@ -176,7 +178,7 @@ def build_server_optimizer(
     tau: adaptivity tau > 0 (adaptive optimizers).
     initial_v: v_{-1} >= tau^2; ``None`` means tau^2.
   """
-  _validate(name, learning_rate, momentum, beta1, beta2, tau, initial_v)
+  check_server_optimizer(name, learning_rate, momentum, beta1, beta2, tau, initial_v)
   if name == 'sgd':
     return tff.learning.optimizers.build_sgdm(learning_rate=learning_rate)
   if name == 'sgdm':
