@@ -16,7 +16,9 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional, TextIO
+from typing import Optional, TextIO
+
+from tff_robust.common.run_settings import LoopSettings, ProcessSettings
 
 
 def requested_verbosity(argv: Sequence[str]) -> int:
@@ -88,7 +90,7 @@ def _fmt(v: float) -> str:
   return f"{v:.4g}"
 
 
-def describe_method(process: Any) -> str:
+def describe_method(process: ProcessSettings) -> str:
   """One line for a `config.ProcessConfig`: server optimizer, RM/ER/WD, AH, FedEx, weighting."""
   s, c = process.server, process.client
   parts = [process.algorithm.upper()] if process.algorithm != "fedavg" else []  # e.g. SCAFFOLD
@@ -112,7 +114,7 @@ def describe_method(process: Any) -> str:
   return ", ".join(parts)
 
 
-def describe_robustness(process: Any, loop: Any) -> str:
+def describe_robustness(process: ProcessSettings, loop: LoopSettings) -> str:
   """One line: the aggregator and the fault model (dropout, byzantine attack, guard)."""
   r = process.robust
   agg = r.aggregator
@@ -132,7 +134,7 @@ def describe_robustness(process: Any, loop: Any) -> str:
   return ", ".join(parts)
 
 
-def describe_training(process: Any, loop: Any) -> str:
+def describe_training(process: ProcessSettings, loop: LoopSettings) -> str:
   """Rounds and local training: steps or epochs, batch, client lr and its schedule."""
   c = process.client
   local = (plural(c.local_steps, "local step") if c.local_steps > 0 else plural(c.local_epochs, "local epoch"))
@@ -140,9 +142,8 @@ def describe_training(process: Any, loop: Any) -> str:
   return f"{_rounds(loop.rounds)} of {local}, batch {c.batch_size}, client lr {_fmt(c.lr)}{schedule}"
 
 
-def header(*, task: str, task_info: str, num_clients: int, per_round: int, process: Any, loop: Any,
-           workers: Sequence[str] = (),
-           notes: Sequence[str] = ()) -> list[str]:
+def header(*, task: str, task_info: str, num_clients: int, per_round: int, process: ProcessSettings,
+           loop: LoopSettings, workers: Sequence[str] = (), notes: Sequence[str] = ()) -> list[str]:
   """The lines printed before training (``process``: `ProcessConfig`, ``loop``: `LoopConfig`)."""
   lines = [f"task     {task}: {task_info}".rstrip(": "),
            f"clients  {num_clients} in all, {per_round} per round; {describe_training(process, loop)}",
