@@ -163,7 +163,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   @tff.tensorflow.computation(state_type, hparams_type)
   def make_broadcast(state, hparams):
-    out = collections.OrderedDict(model=state["model"], lr=hparams["lr"], steps=hparams["steps"])
+    out = collections.OrderedDict(model=state["model"], lr=hparams.lr, steps=hparams.steps)
     for part in components:
       out.update(part.broadcast(state[part.key]))
     return out

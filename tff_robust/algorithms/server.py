@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Optional, Protocol
+from typing import Any, NamedTuple, Optional, Protocol, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -39,11 +39,29 @@ ModelWeights = tff.learning.models.ModelWeights
 LossFn = Callable[[ModelWeights], tf.Tensor]
 
 
+class RoundHparams(NamedTuple):
+  """h_t from the client schedules: the round's client lr and local steps (0: epochs)."""
+
+  lr: tf.Tensor  # float32
+  steps: tf.Tensor  # int32
+
+
+class SampledHparams(NamedTuple):
+  """h_t ~ P(·|ψ_t) from the AH policy, with the policy state that drew it."""
+
+  lr: tf.Tensor  # float32
+  steps: tf.Tensor  # int32
+  sample: reinforce.PolicyState  # ψ_t with h_t's grid index and score (what eq. 7 scores)
+
+
+Hparams = Union[RoundHparams, SampledHparams]
+
+
 class Round(NamedTuple):
   """What a component sees after the clients' round t."""
 
   t: tf.Tensor  # the round's number, 1-based (int32)
-  hparams: Mapping[str, Any]  # h_t as broadcast (and AH's sample)
+  hparams: Hparams  # h_t as broadcast (and AH's sample)
   reports: Mapping[str, Any]  # the clients' typed reports summed, by client component key
   new_weights: ModelWeights  # w_{t+1}
 
@@ -59,7 +77,7 @@ class ServerComponent(Protocol):
 
 
 class HparamSource(Protocol):
-  def round_hparams(self, state: Mapping[str, Any], t: tf.Tensor) -> collections.OrderedDict: ...
+  def round_hparams(self, state: Mapping[str, Any], t: tf.Tensor) -> Hparams: ...
 
 
 class Schedule:
@@ -68,7 +86,7 @@ class Schedule:
   def __init__(self, client: ClientConfig):
     self.client = client
 
-  def round_hparams(self, state, t) -> collections.OrderedDict:
+  def round_hparams(self, state, t) -> RoundHparams:
     c = self.client
     lr = schedules.client_lr(t, c.lr, c.lr_schedule, c.lr_decay_rate, c.lr_decay_every)
     if c.local_steps > 0:
@@ -76,7 +94,7 @@ class Schedule:
                                     c.min_local_steps)
     else:
       steps = tf.constant(0, tf.int32)
-    return collections.OrderedDict(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
+    return RoundHparams(lr=tf.cast(lr, tf.float32), steps=tf.cast(steps, tf.int32))
 
 
 class AdaptiveHparams:
@@ -103,13 +121,13 @@ class AdaptiveHparams:
       state = state._replace(last_loss=self.server_loss(weights))
     return state
 
-  def round_hparams(self, state, t) -> collections.OrderedDict:
+  def round_hparams(self, state, t) -> SampledHparams:
     """h_t ~ P(·|ψ_t), seeded by (seed, t)."""
     seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(t, tf.int64)])
     index, sampled = reinforce.sample(state[self.key], self._points, seed)
     h = tf.gather(tf.constant(self._values), index)
-    return collections.OrderedDict(
-        lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32), ah=sampled)
+    return SampledHparams(lr=tf.cast(h[0], tf.float32), steps=tf.cast(tf.round(h[1]), tf.int32),
+                          sample=sampled)
 
   def broadcast(self, entry) -> dict[str, Any]:
     return {}
@@ -117,7 +135,7 @@ class AdaptiveHparams:
   def update(self, entry, round_: Round) -> tuple[reinforce.PolicyState, collections.OrderedDict]:
     """r_t = (L_t − L_{t+1}) / L_t and ψ's eq. 7 step; metrics: μ, marginals, r_t, r̂, L."""
     p = self.policy
-    sampled = round_.hparams["ah"]
+    sampled = round_.hparams.sample
     if self.server_loss is None:
       # The clients evaluated w_t before training: L_t, the reward of h_{t-1} (one round
       # late). Update ψ with the previous round's score, then keep h_t's.
@@ -220,8 +238,7 @@ class ServerOptimizer:
     return opt_state, new_trainable
 
 
-def round_metrics(train: TrainReport, hparams: Mapping[str, Any],
-                  mean_delta: list) -> collections.OrderedDict:
+def round_metrics(train: TrainReport, hparams: Hparams, mean_delta: list) -> collections.OrderedDict:
   """The round's training metrics from the clients' summed `client.TrainReport`. ``client_lr`` and
   ``local_steps`` are the means over the round's clients of what they trained with (under FedEx
   each client's own configuration; the round's h_t if none came)."""
@@ -232,8 +249,8 @@ def round_metrics(train: TrainReport, hparams: Mapping[str, Any],
   return collections.OrderedDict(
       train_loss=train.loss_sum / count,
       train_accuracy=train.correct / tf.maximum(train.predictions, 1.0),
-      client_lr=per_client(train.lr_sum, hparams["lr"]),
-      local_steps=per_client(train.steps_sum, hparams["steps"]),
+      client_lr=per_client(train.lr_sum, hparams.lr),
+      local_steps=per_client(train.steps_sum, hparams.steps),
       num_clients=train.num_clients, nonfinite_clients=train.nonfinite,
       examples_trained=train.count,
       update_norm=tf.linalg.global_norm(mean_delta),
