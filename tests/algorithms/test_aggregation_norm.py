@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tff_robust.algorithms import process, process_for_task
-from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.simulation import loop, selection
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays
@@ -71,6 +71,20 @@ def test_total_train_examples_counts_all_clients_without_held_out_ones():
   assert process_for_task.total_train_examples(task.train) == 28
   # every 3rd example held out: 6 -> 4, 10 -> 6, 8 -> 5, 4 -> 2
   assert process_for_task.total_train_examples(task.train, 3) == 17
+
+
+def test_build_process_for_task_takes_n_and_ahs_sample_from_the_task(tff_rt):
+  """The public entry point: the task's spec, N for --aggregation_norm=all, and with AH's server
+  loss source its server-held sample (of the clients here: the task has no validation set)."""
+  task = _task()
+  built = process_for_task.build_process_for_task(task, ProcessConfig(
+      client=ClientConfig(local_steps=1, batch_size=4), aggregation_norm="all",
+      ah=AHConfig(lr_grid=(0.1, 0.3), steps_grid=(1, 2), val_examples=5)))
+  assert built.spec.element_spec == task.train.element_type_structure
+  assert [len(a) for a in built.server_val] == [5, 5]
+  assert built.process.next.type_signature.parameter[1].member == built.process.client_input_type
+  plain = process_for_task.build_process_for_task(task, ProcessConfig())
+  assert plain.server_val is None
 
 
 def test_all_needs_n():
