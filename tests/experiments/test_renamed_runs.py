@@ -85,3 +85,25 @@ def test_the_committed_records_are_the_pages_finished_runs():
 def test_an_old_flagfile_name_resolves_to_its_new_name():
   resolved = cli.resolve_flagfile("--flagfile=flags/seed000_fa.cfg")
   assert resolved == f"--flagfile={ex.flagfile_path('rmah_fa.cfg')}"
+
+
+def test_main_resumes_a_renamed_committed_run_with_the_runners_flags():
+  """`main` binds a renamed folder (its hparams.cfg names the old --experiment_name) to the
+  runner's flags for it: no difference, so the same command resumes or extends it."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from tff_robust.flags import definitions, record  # pylint: disable=g-import-not-at-top
+  root = os.path.join(ROOT, "docs", "runs")
+  run = next(r for r in page_plan.table1_runs(page_plan.PLANS["full"], root)
+             if r.experiment_name == "rmah_mnist_c1.0_noniid_fa_rm_ah_s1")
+  if not os.path.exists(os.path.join(run.output_dir, record.RECORD)):
+    pytest.skip("the committed runs are not in this checkout")
+  with open(os.path.join(run.output_dir, record.RECORD)) as f:
+    assert "--experiment_name=seed000_mnist_c1.0_noniid_fa_rm_ah_s1\n" in f.read()
+  definitions.define_flags()
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(["main", *run.flags()])
+    names = record.configuration_names(definitions.__name__)
+    assert record.bind(run.output_dir, names, chosen=True) == (run.output_dir, [])
+  finally:
+    flags.FLAGS.unparse_flags()
