@@ -1,6 +1,7 @@
 """The shape of a run's configuration that the console's header reads: `algorithms.config`'s
-`ProcessConfig` and `simulation.loop`'s `LoopConfig` as read-only protocols, so `console` types
-them without importing the layers that define them (common imports nothing of the project)."""
+`ProcessConfig` and `simulation.loop`'s `LoopConfig` as protocols of the attributes it reads, so
+`console` types them without importing the layers that define them (common imports nothing of the
+project)."""
 
 from __future__ import annotations
 
@@ -8,89 +9,57 @@ from typing import Any, Optional, Protocol
 
 
 class ServerSettings(Protocol):
-  @property
-  def opt(self) -> str: ...
-  @property
-  def lr(self) -> float: ...
-  @property
-  def momentum(self) -> float: ...
-  @property
-  def lr_decay(self) -> float: ...
+  opt: str
+  lr: float
+  momentum: float
+  lr_decay: float
 
 
 class ClientSettings(Protocol):
-  @property
-  def lr(self) -> float: ...
-  @property
-  def lr_schedule(self) -> str: ...
-  @property
-  def local_steps(self) -> int: ...
-  @property
-  def local_epochs(self) -> int: ...
-  @property
-  def batch_size(self) -> int: ...
-  @property
-  def rm_weight(self) -> float: ...
-  @property
-  def rm_client_state(self) -> str: ...
-  @property
-  def er_h_min(self) -> float: ...
-  @property
-  def wd_mu(self) -> float: ...
+  lr: float
+  lr_schedule: str
+  local_steps: int
+  local_epochs: int
+  batch_size: int
+  rm_weight: float
+  rm_client_state: str
+  er_h_min: float
+  wd_mu: float
 
 
 class RobustSettings(Protocol):
-  @property
-  def aggregator(self) -> str: ...
-  @property
-  def trim_fraction(self) -> float: ...
-  @property
-  def clip_norm(self) -> Optional[float]: ...
-  @property
-  def zeroing(self) -> bool: ...
-  @property
-  def byzantine_attack(self) -> str: ...
+  aggregator: str
+  trim_fraction: float
+  clip_norm: Optional[float]
+  zeroing: bool
+  byzantine_attack: str
 
 
 class AHSettings(Protocol):
-  @property
-  def loss_source(self) -> str: ...
+  loss_source: str
 
 
 class FedExSettings(Protocol):
-  @property
-  def options(self) -> Any: ...  # a `fedex_space.FedExOptions` (its ``k``)
+  options: Any  # a `fedex_space.FedExOptions` (its ``k``)
 
 
 class ProcessSettings(Protocol):
   """A `ProcessConfig` as the header reads it (``ah.loss_source``, ``fedex.options.k`` when set)."""
 
-  @property
-  def algorithm(self) -> str: ...
-  @property
-  def server(self) -> ServerSettings: ...
-  @property
-  def client(self) -> ClientSettings: ...
-  @property
-  def robust(self) -> RobustSettings: ...
-  @property
-  def weighting(self) -> str: ...
-  @property
-  def ah(self) -> Optional[AHSettings]: ...
-  @property
-  def fedex(self) -> Optional[FedExSettings]: ...
+  algorithm: str
+  server: ServerSettings
+  client: ClientSettings
+  robust: RobustSettings
+  weighting: str
+  ah: Optional[AHSettings]
+  fedex: Optional[FedExSettings]
 
 
 class LoopSettings(Protocol):
   """A `LoopConfig` as the header reads it."""
 
-  @property
-  def rounds(self) -> int: ...
-  @property
-  def output_dir(self) -> str: ...
-  @property
-  def client_dropout_rate(self) -> float: ...
-  @property
-  def byzantine_fraction(self) -> float: ...
-  @property
-  def divergence_factor(self) -> float: ...
+  rounds: int
+  output_dir: str
+  client_dropout_rate: float
+  byzantine_fraction: float
+  divergence_factor: float
