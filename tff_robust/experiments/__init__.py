@@ -5,20 +5,42 @@ studies that chose settings (`studies`) and the results page (`page`) are sub-pa
 this runner, each with its own imports (their `__init__`s say which); the runner imports neither.
 
 This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
-check loads `tff_robust.tasks` only when asked). The names below are its public API.
+check loads `tff_robust.tasks` only when asked). The names below are its public API, each
+loaded from its module on first use, so that ``python -m tff_robust.experiments[.page]`` installs
+its quiet Ctrl-C handler before anything heavy is imported.
 
 May import: tff_robust.common, tff_robust.runtime.children, tff_robust.plot, tff_robust.flags (to
 find flagfiles) and tff_robust.tasks (a data-source check, on demand); the training stack only
 through the programs it starts.
 """
 
-from tff_robust.experiments.report import (DASH, Summary, format_cell, notes_for, plot_fig3,
-                                           read_values, summarize, to_markdown, write_table)
-from tff_robust.experiments.runs import (BUSY, CONFLICT, DONE, FLAGS_DIR, PENDING, Overrides, Run,
-                                         check_data_sources, expand_args, flagfile_path, main_task,
-                                         parse_data_sources, plan)
-from tff_robust.experiments.scheduler import (INTERRUPTED, STOP_TIMEOUT, RunResult, Terminated,
-                                              interruptible, run_all, run_to_exit_code)
-from tff_robust.experiments.tables import (ACCURACY, MSE, SECONDS, RMAH_METHODS, RMAH_ROWS,
-                                           RMAH_TASKS, FEDOPT_OPTS, TABLES, Axis, Cell, Metric,
-                                           Table, build_table, rmah_cell, fedopt_cell, select)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_API = {
+    "report": ("DASH", "Summary", "format_cell", "notes_for", "plot_fig3", "read_values", "summarize",
+               "to_markdown", "write_table"),
+    "runs": ("BUSY", "CONFLICT", "DONE", "FLAGS_DIR", "PENDING", "Overrides", "Run",
+             "check_data_sources", "expand_args", "flagfile_path", "main_task", "parse_data_sources",
+             "plan"),
+    "scheduler": ("INTERRUPTED", "STOP_TIMEOUT", "RunResult", "Terminated", "interruptible", "run_all",
+                  "run_to_exit_code"),
+    "tables": ("ACCURACY", "MSE", "SECONDS", "RMAH_METHODS", "RMAH_ROWS", "RMAH_TASKS", "FEDOPT_OPTS",
+               "TABLES", "Axis", "Cell", "Metric", "Table", "build_table", "rmah_cell", "fedopt_cell",
+               "select"),
+}
+_MODULE_OF = {name: module for module, names in _API.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+  """A public name (or one of the runner's modules), imported on first use."""
+  if name in _API:
+    return importlib.import_module(f"{__name__}.{name}")
+  if name in _MODULE_OF:
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
