@@ -25,6 +25,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -54,13 +55,32 @@ ARMS = {
                     ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=reversed",
                      "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
 }
+
+
+def arm_spec(arm: str) -> tuple[str, tuple[str, ...], str | None]:
+  """(label, flags, paired FA arm) of ``arm``: a named arm of ARMS, or a grid point
+  ``fa_lr<r>`` / ``rm_authors_w<c>_lr<r>`` (FA at client lr r; FA+RM, the authors' layers and
+  eq. 1's sum at weight c, lr r), paired with FA at the same lr."""
+  if arm in ARMS:
+    return ARMS[arm]
+  m = re.fullmatch(r"(fa|rm_authors_w([0-9.e-]+))_lr([0-9.]+)", arm)
+  if not m:
+    raise ValueError(f"unknown arm {arm!r}: one of {', '.join(ARMS)}, fa_lr<r>, rm_authors_w<c>_lr<r>")
+  lr, weight = m.group(3), m.group(2)
+  fa = "fa" if float(lr) == 0.05 else f"fa_lr{lr}"
+  if weight is None:
+    return f"FA (lr {lr})", (f"--client_lr={lr}",), None if fa == "fa" else "fa"
+  return (f"FA+RM, authors' layers, {weight}, lr {lr}",
+          RM + (f"--rm_weight={weight}", f"--client_lr={lr}"), fa)
+
+
 COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),
            ("val_accuracy", "val acc", 100), ("client_drift", "drift", 1),
            ("update_norm", "update", 1), ("train_loss", "client CE", 1), ("rm_loss", "eq. 1", 1))
 
 
 def command(arm: str, seed: int, rounds: int, root: str, corpus: str) -> list[str]:
-  return [sys.executable, "-m", "tff_robust.main", *BASE, *ARMS[arm][1], f"--seed={seed}",
+  return [sys.executable, "-m", "tff_robust.main", *BASE, *arm_spec(arm)[1], f"--seed={seed}",
           f"--rounds={rounds}", f"--data_dir={corpus}", f"--root_output_dir={root}",
           f"--experiment_name={arm}_s{seed}"]
 
@@ -78,10 +98,24 @@ def paired(a: list[float], b: list[float]) -> tuple[float, float]:
   return m, se
 
 
+def arms_in(root: str) -> list[str]:
+  """The named arms, then every grid arm with a run folder ``<arm>_s<seed>`` under ``root``."""
+  names = list(ARMS)
+  for d in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+    m = re.fullmatch(r"(.+)_s\d+", d)
+    if m and m.group(1) not in names:
+      try:
+        arm_spec(m.group(1))
+        names.append(m.group(1))
+      except ValueError:
+        pass
+  return names
+
+
 def summary(root: str, seeds: int) -> tuple[str, dict]:
   """The per-round tables and the paired differences (markdown), and the runs read."""
   runs: dict[str, dict[int, list]] = {}
-  for arm in ARMS:
+  for arm in arms_in(root):
     found = {s: read(os.path.join(root, f"{arm}_s{s}")) for s in range(seeds)
              if os.path.isfile(os.path.join(root, f"{arm}_s{s}", "metrics.csv"))}
     if found:
@@ -90,7 +124,7 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
   for arm, by_seed in runs.items():
     rs = list(by_seed.values())
     n = max(len(r) for r in rs)
-    lines += [f"### {ARMS[arm][0]} (seeds {', '.join(map(str, by_seed))}; rounds run: "
+    lines += [f"### {arm_spec(arm)[0]} (seeds {', '.join(map(str, by_seed))}; rounds run: "
               f"{', '.join(str(len(r)) for r in rs)})", "",
               "| round | " + " | ".join(c[1] for c in COLUMNS) + " | eq. 1 terms j = 0.. |",
               "| --- " * (len(COLUMNS) + 2) + "|"]
@@ -108,7 +142,7 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
             "At the last round evaluated by every seed both arms ran to; mean ± standard error of "
             "the paired differences (± nan: one seed).", ""]
   for arm, by_seed in runs.items():
-    base = ARMS[arm][2]
+    base = arm_spec(arm)[2]
     if base is None or base not in runs:
       continue
     common = [s for s in by_seed if s in runs[base]]
@@ -127,7 +161,7 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
         mean = lambda r: sum(r[t][key] * scale for t in tail) / len(tail)  # noqa: E731
         m, se = paired([mean(a) for a, _ in pairs], [mean(b) for _, b in pairs])
         tails.append(f"{name} {m:+.3g} ± {se:.2g}")
-    lines.append(f"- {ARMS[arm][0]} − {ARMS[base][0]}, seeds {', '.join(map(str, common))}: at round "
+    lines.append(f"- {arm_spec(arm)[0]} − {arm_spec(base)[0]}, seeds {', '.join(map(str, common))}: at round "
                  f"{last + 1} " + "; ".join(cells) + f"; mean of rounds "
                  f"{', '.join(str(t + 1) for t in tail)}: " + "; ".join(tails))
   lines.append("")
@@ -144,7 +178,7 @@ def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
     rs = [plot.read_metrics(os.path.join(root, f"{arm}_s{s}"), need_ah=False) for s in seeds]
     for ax, key in zip(axes.flat, keys):
       if key in rs[0]:
-        plot.mean_band(ax, *plot.aligned(rs, key), ARMS[arm][0], color=f"C{list(ARMS).index(arm)}")
+        plot.mean_band(ax, *plot.aligned(rs, key), arm_spec(arm)[0], color=f"C{list(arms).index(arm) % 10}")
   for ax, name in zip(axes.flat, names):
     ax.set_title(name)
     ax.set_xlabel("round")
@@ -166,8 +200,12 @@ def main() -> None:
   p.add_argument("--png", default="docs/kws_rm_check.png")
   a = p.parse_args()
   for arm in filter(None, a.run.split(",")):
-    if not a.corpus or arm not in ARMS:
-      p.error(f"--run needs --corpus=DIR and arms from {', '.join(ARMS)}")
+    try:
+      arm_spec(arm)
+    except ValueError as e:
+      p.error(f"--run: {e}")
+    if not a.corpus:
+      p.error("--run needs --corpus=DIR (the espeak corpus folder)")
     for s in range(a.seeds):
       if not os.path.exists(os.path.join(a.root, f"{arm}_s{s}", "final_metrics.json")):
         subprocess.run(command(arm, s, a.rounds, a.root, a.corpus), check=True)
