@@ -8,6 +8,10 @@ Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of b
   rm_authors_w1e-3, _w1e-2 the same at 1e-3 and 1e-2 (the weight's validation grid)
   rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01 (FA's rate chosen on validation)
   rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
+  fa_lr<r>, rm_authors_w<c>_lr<r>   grid points: FA at client lr r; FA+RM (authors') at weight c, lr r
+
+`validation_choice` is the rule that picks FA's rate, then RM's weight at that rate (FA = weight
+0), on the validation speakers only.
 
 Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
 seeds of those arms one after another. The summary reads every `ARM_sS/metrics.csv` under
@@ -17,6 +21,9 @@ difference to FA ± its standard error at the last round both evaluated; and a P
 
     uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_rm_check --corpus=/tmp/kws_big \\
         --seeds=2 --rounds=12 --run=fa,rm_authors_w1e-3
+    # the same on the corpus built with --effects=moderate (docs/runs/kws_moderate/notes.md):
+    uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate \\
+        --corpus=/tmp/kws_mod --png=docs/kws_moderate.png --seeds=1 --run=fa_lr0.01,rm_authors_w1e-4_lr0.01
 """
 
 from __future__ import annotations
@@ -190,6 +197,32 @@ def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
                    dpi=100)
 
 
+def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: int = 0) -> str:
+  """The rule that chooses FA's client lr and RM's weight (markdown): for every arm, seed
+  ``seed``'s validation accuracy averaged over the evaluations of ``rounds`` (one evaluation
+  near chance swings by several points); among FA's rates the best mean is chosen, and RM's
+  weight is chosen the same way among the RM arms at that rate, FA (weight 0) included."""
+  lines = [f"### Validation rule (seed {seed}, mean validation accuracy of rounds "
+           f"{', '.join(map(str, rounds))})", "", "| arm | val acc % | |", "| --- | --- | --- |"]
+  scores = {}
+  for arm in arms_in(root):
+    path = os.path.join(root, f"{arm}_s{seed}", "metrics.csv")
+    if not os.path.isfile(path):
+      continue
+    at = {int(r["round"]): r for r in read(os.path.dirname(path))}
+    if all("val_accuracy" in at.get(t, {}) for t in rounds):
+      scores[arm] = sum(at[t]["val_accuracy"] for t in rounds) / len(rounds) * 100
+  fa = {a: v for a, v in scores.items() if not arm_spec(a)[1] or arm_spec(a)[1][0].startswith("--client_lr")}
+  best_fa = max(fa, key=fa.get) if fa else None
+  rm = {a: v for a, v in scores.items() if arm_spec(a)[2] == best_fa or a == best_fa}
+  best_rm = max(rm, key=rm.get) if rm else None
+  for arm, v in sorted(scores.items(), key=lambda kv: (kv[0] not in fa, -kv[1])):
+    mark = ("FA's rate" if arm == best_fa else "") + ("; " if arm == best_fa == best_rm else "") + \
+           ("RM's weight (FA = 0)" if arm == best_rm else "")
+    lines.append(f"| {arm_spec(arm)[0]} | {v:.2f} | {mark} |")
+  return "\n".join(lines + [""])
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--root", default="docs/runs/kws_rm_check")
@@ -210,6 +243,7 @@ def main() -> None:
       if not os.path.exists(os.path.join(a.root, f"{arm}_s{s}", "final_metrics.json")):
         subprocess.run(command(arm, s, a.rounds, a.root, a.corpus), check=True)
   text, runs = summary(a.root, a.seeds)
+  text = validation_choice(a.root) + "\n" + text
   with open(os.path.join(a.root, "summary.md"), "w") as f:
     f.write(text + "\n")
   print(text)

@@ -1,0 +1,56 @@
+"""The keyword study's arms and its validation rule (`experiments/studies/kws_rm_check.py`)."""
+
+import csv
+import os
+
+import pytest
+
+from tff_robust.experiments.studies import kws_rm_check as k
+
+
+def _run(root, name, val_by_round):
+  os.makedirs(os.path.join(root, name))
+  with open(os.path.join(root, name, "metrics.csv"), "w", newline="") as f:
+    w = csv.DictWriter(f, ["round", "client_drift", "val_accuracy", "test_accuracy"])
+    w.writeheader()
+    for t in range(1, 13):
+      v = val_by_round.get(t, "")
+      w.writerow({"round": t, "client_drift": 0.5, "val_accuracy": v, "test_accuracy": v})
+
+
+def test_grid_arms_pair_with_fa_at_the_same_rate():
+  label, flags, base = k.arm_spec("rm_authors_w1e-3_lr0.02")
+  assert "--rm_weight=1e-3" in flags and "--client_lr=0.02" in flags and base == "fa_lr0.02"
+  assert k.arm_spec("fa_lr0.02") == ("FA (lr 0.02)", ("--client_lr=0.02",), "fa")
+  assert k.arm_spec("rm_authors_w1e-4_lr0.05")[2] == "fa"  # the flagfile's rate is the arm "fa"
+  with pytest.raises(ValueError, match="unknown arm 'rm_bogus'"):
+    k.arm_spec("rm_bogus")
+
+
+def _mark(table, label):
+  return next(line for line in table.splitlines() if line.startswith(f"| {label} |")).split("|")[3]
+
+
+def test_validation_rule_picks_the_rate_then_the_weight_at_that_rate(tmp_path):
+  root = str(tmp_path)
+  evals = lambda v: {8: v - 0.01, 10: v, 12: v + 0.01}  # noqa: E731  mean = v
+  _run(root, "fa_s0", evals(0.12))
+  _run(root, "fa_lr0.01_s0", evals(0.15))
+  _run(root, "fa_lr0.02_s0", evals(0.14))
+  _run(root, "rm_authors_w1e-3_lr0.01_s0", evals(0.18))
+  _run(root, "rm_authors_w1e-2_lr0.01_s0", evals(0.10))
+  _run(root, "rm_authors_w1e-3_s0", evals(0.30))  # at lr 0.05: not FA's chosen rate, never chosen
+  table = k.validation_choice(root)
+  assert "| FA (lr 0.01) | 15.00 | FA's rate |" in table
+  assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01").strip() == "RM's weight (FA = 0)"
+  assert _mark(table, "FA+RM, authors' layers, 1e-3").strip() == ""
+
+
+def test_validation_rule_keeps_fa_when_no_weight_beats_it(tmp_path):
+  root = str(tmp_path)
+  _run(root, "fa_lr0.01_s0", {8: 0.15, 10: 0.15, 12: 0.15})
+  _run(root, "rm_authors_w1e-4_lr0.01_s0", {8: 0.14, 10: 0.15, 12: 0.15})
+  _run(root, "fa_lr0.05_s0", {8: 0.10, 10: 0.11})  # round 12 not evaluated: left out
+  table = k.validation_choice(root)
+  assert _mark(table, "FA (lr 0.01)").strip() == "FA's rate; RM's weight (FA = 0)"
+  assert "lr 0.05" not in table
