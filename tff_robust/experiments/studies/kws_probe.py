@@ -33,6 +33,7 @@ import tensorflow as tf  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
+from tff_robust.runtime.context import disown_default_context  # noqa: E402
 
 definitions.define_flags()
 FLAGS = absl_flags.FLAGS
@@ -115,4 +116,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+  disown_default_context()  # runs no federated computation: no TFF worker, no exit traceback
   app.run(main)
