@@ -206,20 +206,21 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: in
            f"{', '.join(map(str, rounds))})", "", "| arm | val acc % | |", "| --- | --- | --- |"]
   scores = {}
   for arm in arms_in(root):
-    path = os.path.join(root, f"{arm}_s{seed}", "metrics.csv")
-    if not os.path.isfile(path):
+    run_dir = os.path.join(root, f"{arm}_s{seed}")
+    if not os.path.isfile(os.path.join(run_dir, "metrics.csv")):
       continue
-    at = {int(r["round"]): r for r in read(os.path.dirname(path))}
+    at = {int(r["round"]): r for r in read(run_dir)}
     if all("val_accuracy" in at.get(t, {}) for t in rounds):
       scores[arm] = sum(at[t]["val_accuracy"] for t in rounds) / len(rounds) * 100
-  fa = {a: v for a, v in scores.items() if not arm_spec(a)[1] or arm_spec(a)[1][0].startswith("--client_lr")}
-  best_fa = max(fa, key=fa.get) if fa else None
-  rm = {a: v for a, v in scores.items() if arm_spec(a)[2] == best_fa or a == best_fa}
-  best_rm = max(rm, key=rm.get) if rm else None
+  fa = {a: v for a, v in scores.items() if a == "fa" or a.startswith("fa_")}
+  best_fa = max(fa, key=fa.get, default=None)
+  weights = {a: v for a, v in scores.items()
+             if a == best_fa or (a.startswith("rm_authors") and arm_spec(a)[2] == best_fa)}
+  best_rm = max(weights, key=weights.get, default=None)
   for arm, v in sorted(scores.items(), key=lambda kv: (kv[0] not in fa, -kv[1])):
-    mark = ("FA's rate" if arm == best_fa else "") + ("; " if arm == best_fa == best_rm else "") + \
-           ("RM's weight (FA = 0)" if arm == best_rm else "")
-    lines.append(f"| {arm_spec(arm)[0]} | {v:.2f} | {mark} |")
+    marks = [m for m, chosen in (("FA's rate", arm == best_fa), ("RM's weight (FA = 0)", arm == best_rm))
+             if chosen]
+    lines.append(f"| {arm_spec(arm)[0]} | {v:.2f} | {'; '.join(marks)} |")
   return "\n".join(lines + [""])
 
 
