@@ -31,6 +31,7 @@ import numpy as np
 
 from tff_robust import experiments as ex
 from tff_robust.flags import definitions, record
+from tff_robust.runtime.context import disown_default_context
 
 # AH's start: the grid centre (the project default, √(0.001·0.3) and √(5·80) on the log grids),
 # or rmah_mnist.cfg's FA operating point (round 1 of FA: lr 0.1, 50 steps; the flagfiles'
@@ -221,4 +222,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+  disown_default_context()  # runs its arms as child processes: no TFF worker, no exit traceback
   main()
