@@ -46,10 +46,10 @@ REPO = os.path.dirname(FLAGS_DIR)
 ROUNDS = "--rounds="
 
 
-def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
-  """What ``args`` compute: each flag's last value (``--x`` / ``--nox`` as true / false), so
-  two lists that absl resolves to the same values are the same computation."""
-  skip = BOOKKEEPING + NAMING + ((ROUNDS,) if extends else ())
+def flag_values(args: Sequence[str], skip: tuple[str, ...] = ()) -> dict[str, str]:
+  """Each ``--flag``'s last value in ``args`` (``--x`` / ``--nox`` as true / false), without the
+  flags that start with one of ``skip``: two lists that absl resolves to the same values give
+  the same dict."""
   values: dict[str, str] = {}
   for a in args:
     if a.startswith(skip) or not a.startswith("--"):
@@ -59,6 +59,12 @@ def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
       name, value = (name[2:], "false") if name.startswith("no") else (name, "true")
     values[name] = value
   return values
+
+
+def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
+  """What ``args`` compute: their `flag_values` without the bookkeeping and naming flags (and
+  ``--rounds`` when a run may be extended)."""
+  return flag_values(args, BOOKKEEPING + NAMING + ((ROUNDS,) if extends else ()))
 
 
 def _with_legacy(recorded: dict[str, str], mine: dict[str, str], output_dir: str) -> dict[str, str]:

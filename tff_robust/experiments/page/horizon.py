@@ -25,7 +25,7 @@ from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.experiments.page.plan import by_seed, fmt
 from tff_robust.experiments.page.verdicts import FAILED, HELD, NOISE, Judged, judge
-from tff_robust.experiments.runs import rounds_of
+from tff_robust.experiments.runs import flag_values, rounds_of
 from tff_robust.flags import papers
 
 ROW = "c1.0_noniid"
@@ -50,15 +50,8 @@ class RecordSet:
 
 
 def effective(flags: Sequence[str]) -> dict[str, str]:
-  """flag name -> its last value (``--x`` true, ``--nox`` false), bookkeeping left out."""
-  out = {}
-  for f in flags:
-    name, eq, value = f.lstrip("-").partition("=")
-    if not eq:
-      name, value = (name[2:], "false") if name.startswith("no") and name[2:] else (name, "true")
-    if name not in BOOKKEEPING:
-      out[name] = value
-  return out
+  """flag name -> its last value (`runs.flag_values`), bookkeeping left out."""
+  return {name: value for name, value in flag_values(flags).items() if name not in BOOKKEEPING}
 
 
 def flag_changes(then: Sequence[str], now: Sequence[str]) -> list[str]:
