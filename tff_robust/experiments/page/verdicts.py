@@ -20,9 +20,9 @@ and no more. Pure Python: the page's tests check it on constructed numbers.
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections.abc import Mapping, Sequence
+
+from tff_robust.common.paired import paired_difference
 
 HELD, FAILED, NOISE = "held", "did not hold", "within noise"
 TOO_FEW = "fewer than 2 paired seeds"
@@ -64,18 +64,12 @@ def verdict(d: float, se: float, n: int, margin: float = 0.0) -> str:
   return NOISE
 
 
-def paired(a: Mapping[int, float], b: Mapping[int, float]) -> list[float]:
-  """A_s − B_s over the seeds both have, in seed order."""
-  return [a[s] - b[s] for s in sorted(set(a) & set(b))]
-
-
 def judge(a: Mapping[int, float], b: Mapping[int, float], margin: float = 0.0,
           names: tuple[str, str] = ("A", "B")) -> Judged:
   """The claim "A − B > margin" on the seed-matched values ``a``, ``b`` (seed -> value)."""
-  diffs = paired(a, b)
-  n = len(diffs)
-  mean = statistics.fmean(diffs) if diffs else math.nan
-  se = statistics.stdev(diffs) / math.sqrt(n) if n > 1 else math.nan
+  seeds = sorted(set(a) & set(b))
+  mean, se = paired_difference([a[s] for s in seeds], [b[s] for s in seeds])
+  n = len(seeds)
   return Judged(names[0], names[1], n, mean, se, margin, verdict(mean, se, n, margin))
 
 

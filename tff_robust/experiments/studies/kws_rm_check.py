@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import os
 import re
 import subprocess
@@ -42,6 +41,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tff_robust import plot  # noqa: E402
+from tff_robust.common.paired import paired_difference  # noqa: E402
 
 BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
         "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
@@ -95,14 +95,6 @@ def command(arm: str, seed: int, rounds: int, root: str, corpus: str) -> list[st
 def read(run_dir: str) -> list[dict[str, float]]:
   with open(os.path.join(run_dir, "metrics.csv")) as f:
     return [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
-
-
-def paired(a: list[float], b: list[float]) -> tuple[float, float]:
-  """Mean of the seed-paired differences a - b and its standard error (sample std / √n)."""
-  d = [x - y for x, y in zip(a, b)]
-  m = sum(d) / len(d)
-  se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) if len(d) > 1 else float("nan")
-  return m, se
 
 
 def arms_in(root: str) -> list[str]:
@@ -162,11 +154,11 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
     last, tail = evals[-1], evals[-3:]
     cells, tails = [], []
     for key, name, scale in COLUMNS[:4]:
-      m, se = paired([a[last][key] * scale for a, _ in pairs], [b[last][key] * scale for _, b in pairs])
+      m, se = paired_difference([a[last][key] * scale for a, _ in pairs], [b[last][key] * scale for _, b in pairs])
       cells.append(f"{name} {m:+.3g} ± {se:.2g}")
       if key.endswith("accuracy"):  # accuracy near chance swings between evaluations: also the mean
         mean = lambda r: sum(r[t][key] * scale for t in tail) / len(tail)  # noqa: E731
-        m, se = paired([mean(a) for a, _ in pairs], [mean(b) for _, b in pairs])
+        m, se = paired_difference([mean(a) for a, _ in pairs], [mean(b) for _, b in pairs])
         tails.append(f"{name} {m:+.3g} ± {se:.2g}")
     lines.append(f"- {arm_spec(arm)[0]} − {arm_spec(base)[0]}, seeds {', '.join(map(str, common))}: at round "
                  f"{last + 1} " + "; ".join(cells) + f"; mean of rounds "
