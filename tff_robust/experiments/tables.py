@@ -6,8 +6,11 @@ some rows and methods."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from typing import Optional
+
+from tff_robust import flags as project_flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +99,21 @@ def rmah_files(task: str, ingredients: Sequence[str]) -> tuple[str, ...]:
   return tuple(files)
 
 
-def rmah_cell(task: str, row_key: str, method_key: str) -> Cell:
-  """The cell shared by tables 1-3 and Fig. 3 (same id, so the same runs)."""
+def tuned_overlay(task: str, row_key: str, method_key: str) -> Optional[str]:
+  """The cell's own flagfile, ``rmah_<task>_<row>_<method>.cfg``, if flags/ has one: a baseline's
+  schedule chosen for that cell on validation data (studies/baselines.py)."""
+  name = f"rmah_{task}_{row_key}_{method_key}.cfg"
+  return name if os.path.exists(os.path.join(os.path.dirname(project_flags.__file__), name)) else None
+
+
+def rmah_cell(task: str, row_key: str, method_key: str, tuned: bool = True) -> Cell:
+  """The cell shared by tables 1-3 and Fig. 3 (same id, so the same runs); ``tuned`` appends the
+  cell's own overlay (`tuned_overlay`) after the method's files."""
   row = next(r for r in RMAH_ROWS if r[0] == row_key)
   method = next(m for m in RMAH_METHODS if m[1] == method_key)
+  overlay = tuned_overlay(task, row_key, method_key) if tuned else None
   return Cell(row=row_key, column=method_key, cell_id=f"rmah_{task}_{row_key}_{method_key}",
-              flagfiles=rmah_files(task, method[2]),
+              flagfiles=rmah_files(task, method[2]) + ((overlay,) if overlay else ()),
               flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}"), task=task)
 
 
