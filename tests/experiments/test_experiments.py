@@ -130,12 +130,10 @@ def test_rmah_cells_parse_to_the_method():
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
-      # RM: the authors' layers at the sum-form weight 1e-4 (rmah_fa_rm.cfg); the keyword
-      # cells keep the earlier layers their Table 3 runs were made with (rmah_kws_rm.cfg).
+      # RM: the authors' layers at the sum-form weight 1e-4 (rmah_fa_rm.cfg), every task.
       c = cfg.process.client
-      form = (("reversed", "unit", 0.3) if cell.task == "kws" else ("authors", "sum", 1e-4))
       if "rm" in ing:
-        assert (c.rm_layers, c.rm_normalize, c.rm_weight) == form
+        assert (c.rm_layers, c.rm_normalize, c.rm_weight) == ("authors", "sum", 1e-4)
       else:
         assert c.rm_weight == 0.0
       # FA+RM+AH drops the top matching term (rmah_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.

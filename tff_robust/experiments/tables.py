@@ -80,7 +80,7 @@ RMAH_METHODS = (
 RMAH_INGREDIENTS = {"fa": "rmah_fa.cfg", "wd": "rmah_fa_wd.cfg", "rm": "rmah_fa_rm.cfg",
                     "ah": "rmah_fa_ah.cfg", "rm_ah": "rmah_fa_rm_ah.cfg"}
 # A task's refinement of one ingredient, applied after the method's files.
-RMAH_OVERLAYS = {("kws", "ah"): "rmah_kws_ah.cfg", ("kws", "rm"): "rmah_kws_rm.cfg",
+RMAH_OVERLAYS = {("kws", "ah"): "rmah_kws_ah.cfg",
                  ("cifar10", "ah"): "rmah_cifar10_ah.cfg"}
 RMAH_TASKS = (("mnist", "MNIST"), ("cifar10", "CIFAR10"), ("kws", "KWS"))
 RMAH_ROWS = (  # (key, C, distribution label, partition)
