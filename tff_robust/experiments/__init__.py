@@ -29,7 +29,7 @@ _API = {
                   "run_to_exit_code"),
     "tables": ("ACCURACY", "MSE", "SECONDS", "RMAH_METHODS", "RMAH_ROWS", "RMAH_TASKS", "FEDOPT_OPTS",
                "TABLES", "Axis", "Cell", "Metric", "Table", "build_table", "rmah_cell", "fedopt_cell",
-               "select"),
+               "select", "tuned_overlay"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 __all__ = sorted(_MODULE_OF)

