@@ -169,8 +169,9 @@ def run_search(root: str, rows: Sequence[str], parallel: int) -> None:
       raise SystemExit("a run did not finish (see its run.log); the same command resumes")
 
 
-def report(root: str, rows: Sequence[str]) -> tuple[str, dict[str, tuple[Point, Point]]]:
-  """The study's table (every point's score per row, the choices marked) and the choices."""
+def report(root: str, rows: Sequence[str]) -> tuple[str, dict[str, tuple[Point, ...]]]:
+  """The study's table (every point's score per row, the choices marked) and the choices made
+  so far (FA's once its stages are done, FA+WD's after)."""
   lines = ["| row | method | lr | steps | decay | μ | validation % (rounds 50-60) | |",
            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
   chosen = {}
@@ -182,8 +183,8 @@ def report(root: str, rows: Sequence[str]) -> tuple[str, dict[str, tuple[Point, 
       mark = "**chosen**" if p in (fa, wd) else ""
       val = "—" if v is None else f"{v:.1f}"
       lines.append(f"| {row} | {p.method} | {p.lr:g} | {p.steps} | {p.decay} | {p.mu:g} | {val} | {mark} |")
-    if fa and wd:
-      chosen[row] = (fa, wd)
+    if fa:
+      chosen[row] = (fa, wd) if wd else (fa,)
   return "\n".join(lines), chosen
 
 
@@ -195,7 +196,7 @@ def overlay_text(row: str, point: Point, table_path: str) -> str:
           + "\n".join(point.flags()) + "\n")
 
 
-def write_overlays(chosen: dict[str, tuple[Point, Point]], table_path: str) -> None:
+def write_overlays(chosen: dict[str, tuple[Point, ...]], table_path: str) -> None:
   for row, points in chosen.items():
     for p in points:
       path = ex.flagfile_path(f"rmah_mnist_{row}_{p.method}.cfg")
