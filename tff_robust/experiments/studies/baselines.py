@@ -37,7 +37,7 @@ from tff_robust.runtime.context import disown_default_context
 
 ROWS = ("c1.0_iid", "c1.0_noniid", "c0.5_iid", "c0.5_noniid")
 LRS = (0.01, 0.03, 0.1, 0.3, 1.0)
-STEPS = (1, 2, 5, 10, 20, 50, 100)
+STEPS = (1, 2, 5, 10, 20, 50, 100, 200)
 MUS = (5e-5, 5e-4, 5e-3, 5e-2, 5e-1)
 START_LRS, START_STEPS, START_MUS = (0.03, 0.1, 0.3), (20, 50), (5e-4, 5e-3, 5e-2)
 DECAYS = {
