@@ -138,8 +138,17 @@ def test_rmah_cells_parse_to_the_method():
         assert c.rm_weight == 0.0
       # FA+RM+AH drops the top matching term (rmah_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
       assert cfg.process.client.rm_top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
-      assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
-      if "fa" in ing:
+      if "wd" not in ing or not ex.tuned_overlay(cell.task, cell.row, cell.column):
+        assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
+      tuned = ex.tuned_overlay(cell.task, cell.row, cell.column)
+      if tuned:  # the cell's own schedule (studies/baselines.py) comes last and wins
+        assert cell.flagfiles[-1] == tuned and cell.column in ("fa", "fa_wd")
+        with open(ex.flagfile_path(tuned)) as f:
+          want = dict(line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
+        assert float(want["client_lr"]) == cfg.process.client.lr
+        assert int(want["local_steps"]) == cfg.process.client.local_steps
+        assert float(want.get("wd_mu", 0)) == cfg.process.client.wd_mu
+      elif "fa" in ing:
         c = cfg.process.client
         assert (c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == ("expdecay", 0.5, 50)
         assert (c.steps_decay_rate, c.steps_decay_every) == (0.75, 50)
