@@ -40,7 +40,7 @@ def _bowl(p):
   """Best at lr 0.3, 100 steps (the steps ladder's end), d20, μ = 5e-2."""
   v = -(math.log10(p.lr / 0.3)) ** 2 - (math.log10(p.steps / 100)) ** 2
   v += {"d50": 0.0, "d20": 0.1, "const": -0.1}[p.decay]
-  return 90 + v - (math.log10(p.mu / 5e-2) ** 2 if p.mu else 0.0)
+  return 90 + 10 * (v - (math.log10(p.mu / 5e-2) ** 2 if p.mu else 0.0))
 
 
 def test_the_search_extends_past_an_edge_and_chooses_decay_and_mu(monkeypatch, tmp_path):
@@ -50,8 +50,9 @@ def test_the_search_extends_past_an_edge_and_chooses_decay_and_mu(monkeypatch, t
   assert fa == bl.Point(0.3, 100, "d20")
   assert wd == bl.Point(0.3, 100, "d20", mu=5e-2)
   grid = {(p.lr, p.steps) for p in asked if p.decay == "d50" and not p.mu}
-  # 0.3 and 50 were edges of the starting grid: 1.0 and 100 were measured; 10 steps was not.
-  assert {(1.0, 50), (0.3, 100), (1.0, 100), (0.1, 100)} <= grid
+  # 0.3 and 50 were edges of the starting grid: 1.0 and 100 were measured, then 200 above the
+  # ladder's best; 10 steps was not.
+  assert {(1.0, 50), (0.3, 100), (1.0, 100), (0.1, 100), (0.3, 200)} <= grid
   assert not any(k == 10 for _, k in grid) and (0.01, 20) not in grid
   assert {p.mu for p in asked if p.mu} == {5e-4, 5e-3, 5e-2, 5e-1}  # 5e-2 was the edge
 
@@ -83,3 +84,12 @@ def test_score_is_the_mean_of_the_last_three_validation_evaluations(tmp_path):
   with open(run.done_path, "w") as f:
     f.write("{}")
   assert bl.score(run) == pytest.approx(84.0)
+
+
+def test_scores_within_one_validation_digit_tie_and_the_cheaper_point_wins():
+  near = {bl.Point(0.3, 50): 94.2, bl.Point(0.3, 20): 94.0, bl.Point(0.3, 100): 94.1, bl.Point(0.1, 5): 93.9}
+  assert bl.best(near) == bl.Point(0.3, 20)  # 93.9 is more than 0.25 below 94.2
+  decays = {bl.Point(0.3, 20, "d20"): 94.1, bl.Point(0.3, 20, "d50"): 94.0, bl.Point(0.3, 20, "const"): 93.0}
+  assert bl.best(decays) == bl.Point(0.3, 20, "d50")  # the flagfile's decay on a tie
+  assert bl.best({bl.Point(0.3, 20): 90.0, bl.Point(0.3, 50): 91.0}) == bl.Point(0.3, 50)
+  assert bl.best({bl.Point(0.3, 20): 90.0, bl.Point(0.3, 50): None}) is None

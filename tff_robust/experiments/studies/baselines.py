@@ -7,7 +7,9 @@ horizon), with 10 % of each client's digits held out (``--validation_fraction=0.
 runs live in ROOT/<variant>/, one per row; finished runs are found, not redone.
 
 Rule (`score`, `best`), per cell (C x distribution); the test split never chooses:
-  score = the mean validation accuracy of the evaluations at rounds 50, 55 and 60.
+  score = the mean validation accuracy of the evaluations at rounds 50, 55 and 60; the best point
+  is, of those within one validation digit (0.25 points) of the highest score, the one with the
+  fewest local steps, then the flagfile's decay, then the lowest lr and μ (`best`).
   1. FA's client lr and local steps, with the flagfile's decay (lr x 0.5 and steps x 0.75 every
      50 rounds): start from lr {0.03, 0.1, 0.3} x steps {20, 50}; while the best point lacks a
      measured neighbour on either ladder (lr `LRS`, steps `STEPS`), measure it (a choice on the
@@ -45,7 +47,10 @@ DECAYS = {
     "d20": ("--client_lr_schedule=expdecay", "--client_lr_decay_every=20", "--local_steps_decay_every=20"),
     "const": ("--client_lr_schedule=constant", "--local_steps_decay_rate=1.0"),
 }
+DECAY_ORDER = ("d50", "const", "d20")  # the flagfile's first
 ROUNDS, LAST_EVALS = 60, (50, 55, 60)
+# Scores closer than one of the 400 validation digits (0.25 points) are not told apart.
+TIE = 0.25
 DEFAULT_ROOT = os.path.join(REPO, "docs", "runs", "baselines_mnist")
 
 
@@ -96,10 +101,14 @@ def _neighbours(value, ladder: Sequence) -> list:
 
 
 def best(scores: dict[Point, float | None]) -> Point | None:
-  """The point with the highest score; None while any of ``scores`` is unfinished."""
+  """The chosen point: of those scoring within `TIE` of the highest score, the one with the
+  fewest local steps, then the flagfile's decay, then the lowest lr and μ (the cheapest and the
+  closest to the setting in force); None while any of ``scores`` is unfinished."""
   if not scores or any(v is None for v in scores.values()):
     return None
-  return max(scores, key=lambda p: (scores[p], -p.lr))
+  top = max(scores.values())
+  tied = [p for p, v in scores.items() if v >= top - TIE]
+  return min(tied, key=lambda p: (p.steps, DECAY_ORDER.index(p.decay), p.lr, p.mu))
 
 
 @dataclasses.dataclass
