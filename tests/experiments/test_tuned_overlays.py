@@ -26,6 +26,7 @@ def test_the_page_describes_each_overlay():
   assert tuned.describe({"client_lr": "0.1", "local_steps": "50", "client_lr_schedule": "expdecay",
                          "client_lr_decay_every": "20", "wd_mu": "0.05"}) == \
       "lr 0.1, 50 steps, lr ×0.5, steps ×0.75 every 20 rounds, μ 0.05"
+  assert tuned.describe({"client_lr": "0.3", "local_steps": "1"}).startswith("lr 0.3, 1 step, ")
 
 
 def test_the_page_table_lists_the_committed_overlays():

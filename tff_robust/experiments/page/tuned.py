@@ -17,7 +17,8 @@ def describe(flags: dict[str, str]) -> str:
   schedule = flags.get("client_lr_schedule", "expdecay")
   decay = "constant" if schedule == "constant" else DECAY_WORDS.get(
       (schedule, flags.get("client_lr_decay_every", "50")), schedule)
-  text = f"lr {flags.get('client_lr', '?')}, {flags.get('local_steps', '?')} steps, {decay}"
+  steps = flags.get("local_steps", "?")
+  text = f"lr {flags.get('client_lr', '?')}, {steps} step{'' if steps == '1' else 's'}, {decay}"
   return text + (f", μ {flags['wd_mu']}" if "wd_mu" in flags else "")
 
 
