@@ -2,6 +2,7 @@
 table formatting, skip / resume / conflict logic, Ctrl-C, and one reduced table end to end."""
 
 import csv
+import dataclasses
 import glob
 import json
 import math
@@ -372,9 +373,17 @@ def script(tmp_path, text):
   return str(path)
 
 
+
+def _fa_table():
+  """Table 1's FA cell, C = 1.0 iid, with the flagfiles' schedule (lr 0.1; no tuned overlay): the
+  runner's mechanics below are read against those values."""
+  table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
+  return dataclasses.replace(table, cells=tuple(ex.rmah_cell("mnist", c.row, c.column, tuned=False)
+                                                for c in table.cells))
+
 def test_skip_resume_conflict_and_failure(tmp_path):
   fake = script(tmp_path, FAKE_MAIN)
-  table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
+  table = _fa_table()
   runs = ex.plan(table, 4, str(tmp_path / "out"))
   done, failing, fresh, clash = runs
   done.record(fake)  # finished earlier with the same flags
@@ -425,7 +434,7 @@ def test_a_run_another_process_holds_is_left_to_it(tmp_path):
   """Two runners on one root share the plan: a run whose directory is locked is skipped
   untouched, also when it is taken between the check and the start (main exits 75)."""
   fake = script(tmp_path, FAKE_MAIN)
-  table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
+  table = _fa_table()
   held, _, free = ex.plan(table, 3, str(tmp_path / "out"))  # seed 1 fails in FAKE_MAIN
   echoed = []
   with run_lock.hold(held.output_dir):
@@ -444,7 +453,7 @@ def test_a_run_another_process_holds_is_left_to_it(tmp_path):
 def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   """--rounds_per_checkpoint changes when a run saves, not what it computes: a run started
   with one cadence is resumed under another; any other flag still conflicts."""
-  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = _fa_table().cells[0]
   root = str(tmp_path / "out")
   then = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=10",)))
   then.record(sys.executable)
@@ -459,7 +468,7 @@ def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_lega
   """Flag lists that resolve to the same values (a value repeated, flagfiles composed another
   way) are one computation; a record lacking a flag added later (--rm_layers) was made with
   that flag's legacy value (`record.LEGACY_VALUES`), unless its hparams.cfg says otherwise."""
-  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = _fa_table().cells[0]
   root = str(tmp_path / "out")
   ex.Run(cell, 0, root).record(sys.executable)
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--client_lr=0.1",))).conflict() is None
@@ -483,7 +492,7 @@ def test_no_project_flag_starts_with_no():
 def test_rounds_extend_a_finished_run_as_in_main(tmp_path):
   """--rounds means what it means to main: more rounds extend a finished run (it is pending
   again; main resumes it from its last checkpoint), the same is done, fewer is a conflict."""
-  cell = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"]).cells[0]
+  cell = _fa_table().cells[0]
   root = str(tmp_path / "out")
   made = ex.Run(cell, 0, root, ex.Overrides(rounds=4))
   made.record(sys.executable)
@@ -572,10 +581,10 @@ def test_reduced_table1_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
 def test_rmah_ah_starts_at_the_tasks_fa_operating_point(task):
-  """Every task's AH cells start μ at that task's FA client lr and local steps (the rule of
-  flags/rmah_fa_ah.cfg), inside that task's grid."""
+  """Every task's AH cells start μ at that task's FA client lr and local steps of its flagfiles
+  (the rule of flags/rmah_fa_ah.cfg; a cell's tuned FA overlay is FA's own), inside that task's grid."""
   ah = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
-  fa = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa"), 0, "/tmp/x")).process
+  fa = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa", tuned=False), 0, "/tmp/x")).process
   assert ah.ah.init_lr == fa.client.lr
   assert ah.ah.init_steps == fa.client.local_steps
   ah.ah.policy_config()  # raises unless the start lies inside the task's grid

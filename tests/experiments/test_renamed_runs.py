@@ -16,7 +16,7 @@ from tff_robust.flags import papers
 
 from helpers.paths import ROOT
 
-CELL = ex.rmah_cell("mnist", "c1.0_iid", "fa")
+CELL = ex.rmah_cell("mnist", "c1.0_iid", "fa", tuned=False)  # the flagfiles' lr 0.1
 
 
 def _finish(run: ex.Run) -> None:
