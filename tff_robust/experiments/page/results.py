@@ -193,8 +193,8 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
     text = (f"On one-keyword clients the methods' final test loss is {min(loss.values()):.2f}–"
             f"{max(loss.values()):.2f} (ln 10 = {math.log(10):.2f}, a uniform prediction)")
     if max(abs(v - math.log(10)) for v in loss.values()) < 0.1:
-      text += (": every averaged model predicts nearly uniformly, so this stand-in cannot show the "
-               "seed's RM gain (README, *Keyword spotting*, has the sweep and the diagnosis)")
+      text += (": the averaged models' outputs are still nearly uniform in confidence at this horizon, "
+               "whatever their accuracy in the table (docs/runs/kws_moderate/notes.md has the diagnosis)")
     page.lines += [text + ".", ""]
   panel = {METHOD_LABELS[c] + (" (iid)" if r == "c1.0_iid" else ""):
            [x for x in runs if x.cell.row == r and x.cell.column == c] for r, c in TABLE3_CELLS}
