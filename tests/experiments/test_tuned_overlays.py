@@ -10,7 +10,7 @@ from tff_robust.experiments.page import tuned
 
 
 def test_an_overlay_is_appended_last_when_it_exists(tmp_path, monkeypatch):
-  monkeypatch.setattr(tables.project_flags, "__file__", str(tmp_path / "__init__.py"))
+  monkeypatch.setattr(tables, "FLAGS_DIR", str(tmp_path))
   plain = ex.rmah_cell("mnist", "c0.5_iid", "fa_wd")
   assert plain.flagfiles == ("rmah_common.cfg", "rmah_mnist.cfg", "rmah_fa.cfg", "rmah_fa_wd.cfg")
   (tmp_path / "rmah_mnist_c0.5_iid_fa_wd.cfg").write_text("--client_lr=0.3\n")

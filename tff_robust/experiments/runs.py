@@ -22,14 +22,10 @@ from typing import Optional
 
 from absl import flags
 
-from tff_robust import flags as project_flags
 from tff_robust.flags import papers
 from tff_robust.flags import record as flag_record
 from tff_robust.common import run_lock
-from tff_robust.experiments.tables import Cell, Table
-
-# The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
-FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
+from tff_robust.experiments.tables import FLAGS_DIR, Cell, Table
 
 # Run states.
 DONE, PENDING, CONFLICT, BUSY = "done", "pending", "conflict", "busy"

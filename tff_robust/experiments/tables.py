@@ -12,6 +12,9 @@ from typing import Optional
 
 from tff_robust import flags as project_flags
 
+# The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
+FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
+
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
@@ -103,7 +106,7 @@ def tuned_overlay(task: str, row_key: str, method_key: str) -> Optional[str]:
   """The cell's own flagfile, ``rmah_<task>_<row>_<method>.cfg``, if flags/ has one: a baseline's
   schedule chosen for that cell on validation data (studies/baselines.py)."""
   name = f"rmah_{task}_{row_key}_{method_key}.cfg"
-  return name if os.path.exists(os.path.join(os.path.dirname(project_flags.__file__), name)) else None
+  return name if os.path.exists(os.path.join(FLAGS_DIR, name)) else None
 
 
 def rmah_cell(task: str, row_key: str, method_key: str, tuned: bool = True) -> Cell:

@@ -44,7 +44,7 @@ class Plan:
   kws_speakers: int = 1000
   kws_repeats: int = 3
   kws_effects: str = "moderate"
-  kws_test_fraction: float = 0.1
+  kws_heldout_fraction: float = 0.1  # of the speakers, for validation and for test each
   s004_rounds: int = 300
   s004_server_lrs: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # the seed's grid
   s004_extra: tuple[str, ...] = ()
@@ -58,7 +58,7 @@ QUICK = ("--local_steps=2", "--ah_steps_grid=1,2", "--ah_init_steps=2", "--ah_va
 PLANS = {
     "full": Plan(),
     "reduced": Plan(seeds=1, rounds=2, rmah_extra=QUICK, kws_seeds=1, kws_rounds=1, kws_extra=QUICK,
-                    kws_speakers=6, kws_repeats=1, kws_test_fraction=0.2, s004_rounds=2, s004_server_lrs=(0.1, 1.0),
+                    kws_speakers=6, kws_repeats=1, kws_heldout_fraction=0.2, s004_rounds=2, s004_server_lrs=(0.1, 1.0),
                     s002_extra=("--rounds=3", "--rs_arms=2", "--sha_arms=3", "--local_steps=2"),
                     bench_rounds=2, bench_tasks="mnist"),
 }
@@ -243,8 +243,8 @@ def build_corpus(plan: Plan, corpus: str, root: str) -> None:
   in ROOT/kws_corpus.json (the page reads the record, so a clone without the corpus can too)."""
   if not (os.path.isdir(os.path.join(corpus, "yes")) or os.path.isdir(os.path.join(corpus, "_background_noise_"))):
     cmd = [sys.executable, "-m", "tff_robust.tasks.espeak_corpus", corpus, f"--speakers={plan.kws_speakers}",
-           f"--repeats={plan.kws_repeats}", f"--test_fraction={plan.kws_test_fraction:g}",
-           f"--validation_fraction={plan.kws_test_fraction:g}", f"--effects={plan.kws_effects}"]
+           f"--repeats={plan.kws_repeats}", f"--test_fraction={plan.kws_heldout_fraction:g}",
+           f"--validation_fraction={plan.kws_heldout_fraction:g}", f"--effects={plan.kws_effects}"]
     print("$", shlex.join(cmd), flush=True)
     interrupts.set_note(lambda: "while speaking the keyword corpus; the same command speaks it again")
     run_child(cmd)

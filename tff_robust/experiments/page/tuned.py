@@ -26,8 +26,7 @@ def overlay_flags(task: str, row: str, method: str) -> dict[str, str] | None:
   name = ex.tuned_overlay(task, row, method)
   if name is None:
     return None
-  with open(ex.flagfile_path(name)) as f:
-    return flag_values([line.strip() for line in f if line.startswith("--")])
+  return flag_values(ex.expand_args([f"--flagfile={ex.flagfile_path(name)}"]))
 
 
 def tuned_lines(task: str = "mnist") -> list[str]:

@@ -31,7 +31,7 @@ import csv
 import dataclasses
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tff_robust import experiments as ex
 from tff_robust.experiments.runs import REPO
@@ -121,42 +121,37 @@ class CellSearch:
   def _scores(self, points: Sequence[Point]) -> dict[Point, float | None]:
     return {p: score(run_of(p, self.row, self.root)) for p in points}
 
-  def fa_grid(self) -> tuple[dict[Point, float | None], list[Point]]:
-    """Stage 1: the lr x steps points measured so far and the ones still needed."""
-    points = {Point(lr, k) for lr in START_LRS for k in START_STEPS}
+  def _climb(self, start: set[Point], neighbours: Callable[[Point], set[Point]]
+             ) -> tuple[dict[Point, float | None], Point | None, list[Point]]:
+    """Scores ``start``, then the chosen point's ``neighbours`` until all are measured: (every
+    point scored, the chosen one or None, the points still needed)."""
+    points = set(start)
     while True:
-      scores = self._scores(sorted(points, key=lambda p: (p.lr, p.steps)))
+      scores = self._scores(sorted(points, key=lambda p: (p.lr, p.steps, p.mu)))
       top = best(scores)
       if top is None:
-        return scores, [p for p, v in scores.items() if v is None]
-      more = {Point(lr, top.steps) for lr in _neighbours(top.lr, LRS)}
-      more |= {Point(top.lr, k) for k in _neighbours(top.steps, STEPS)}
-      if more <= points:
-        return scores, []
+        return scores, None, [p for p, v in scores.items() if v is None]
+      more = neighbours(top) - points
+      if not more:
+        return scores, top, []
       points |= more
 
   def fa_choice(self) -> tuple[dict[Point, float | None], Point | None, list[Point]]:
     """Stages 1-2: every FA point scored, the chosen one (None until decided), what is needed."""
-    grid, needed = self.fa_grid()
-    if needed:
+    grid, top, needed = self._climb(
+        {Point(lr, k) for lr in START_LRS for k in START_STEPS},
+        lambda t: ({Point(lr, t.steps) for lr in _neighbours(t.lr, LRS)}
+                   | {Point(t.lr, k) for k in _neighbours(t.steps, STEPS)}))
+    if top is None:
       return grid, None, needed
-    top = best(grid)
     decays = self._scores([dataclasses.replace(top, decay=d) for d in DECAYS])
     scores = {**grid, **decays}
     return scores, best(decays), [p for p, v in decays.items() if v is None]
 
   def wd_choice(self, fa: Point) -> tuple[dict[Point, float | None], Point | None, list[Point]]:
     """Stage 3: FA+WD's μ on ``fa``'s schedule."""
-    mus = set(START_MUS)
-    while True:
-      scores = self._scores([dataclasses.replace(fa, mu=m) for m in sorted(mus)])
-      top = best(scores)
-      if top is None:
-        return scores, None, [p for p, v in scores.items() if v is None]
-      more = set(_neighbours(top.mu, MUS)) - mus
-      if not more:
-        return scores, top, []
-      mus |= more
+    return self._climb({dataclasses.replace(fa, mu=m) for m in START_MUS},
+                       lambda t: {dataclasses.replace(t, mu=m) for m in _neighbours(t.mu, MUS)})
 
   def needed(self) -> tuple[list[Point], Point | None, Point | None]:
     """(points to run next, FA's choice, FA+WD's choice)."""
