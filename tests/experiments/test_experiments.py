@@ -142,8 +142,9 @@ def test_rmah_cells_parse_to_the_method():
       if "wd" not in ing or not ex.tuned_overlay(cell.task, cell.row, cell.column):
         assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
       tuned = ex.tuned_overlay(cell.task, cell.row, cell.column)
-      if tuned:  # the cell's own schedule (studies/baselines.py) comes last and wins
-        assert cell.flagfiles[-1] == tuned and cell.column in ("fa", "fa_wd")
+      if tuned:  # the cell's schedule (studies/baselines.py; FA's for FA+RM) comes last and wins
+        assert cell.flagfiles[-1] == tuned and cell.column in ("fa", "fa_wd", "fa_rm")
+        assert tuned == f"rmah_{cell.task}_{cell.row}_{'fa' if cell.column == 'fa_rm' else cell.column}.cfg"
         with open(ex.flagfile_path(tuned)) as f:
           want = dict(line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
         assert float(want["client_lr"]) == cfg.process.client.lr
@@ -154,7 +155,7 @@ def test_rmah_cells_parse_to_the_method():
         assert (c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == ("expdecay", 0.5, 50)
         assert (c.steps_decay_rate, c.steps_decay_every) == (0.75, 50)
       if "ah" in ing:
-        steps = (5, 10, 20, 40) if cell.task == "kws" else (5, 10, 20, 40, 80)
+        steps = (5, 10, 20, 40) if cell.task == "kws" else (1, 2, 5, 10, 20, 40, 80)
         assert cfg.process.ah.steps_grid == steps and cfg.process.ah.loss_source == "server"
       assert cfg.loop.output_dir == os.path.join("/tmp/x", run.experiment_name)
       n += 1
@@ -580,14 +581,18 @@ def test_reduced_table1_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize("task", ["mnist", "cifar10", "kws"])
-def test_rmah_ah_starts_at_the_tasks_fa_operating_point(task):
-  """Every task's AH cells start μ at that task's FA client lr and local steps of its flagfiles
-  (the rule of flags/rmah_fa_ah.cfg; a cell's tuned FA overlay is FA's own), inside that task's grid."""
-  ah = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa_rm_ah"), 0, "/tmp/x")).process
-  fa = parse_run(ex.Run(ex.rmah_cell(task, "c1.0_noniid", "fa", tuned=False), 0, "/tmp/x")).process
-  assert ah.ah.init_lr == fa.client.lr
-  assert ah.ah.init_steps == fa.client.local_steps
-  ah.ah.policy_config()  # raises unless the start lies inside the task's grid
+def test_rmah_ah_starts_at_the_cells_fa_operating_point(task):
+  """Every AH cell starts μ at its cell's FA client lr and first-round local steps (the rule of
+  flags/rmah_fa_ah.cfg): the tuned FA's where the cell has one (`tables.ah_start`), else FA's
+  flagfile point; strictly inside AH's grid (not on its edge)."""
+  for row, *_ in ex.RMAH_ROWS:
+    for method in ("fa_ah", "fa_rm_ah"):
+      ah = parse_run(ex.Run(ex.rmah_cell(task, row, method), 0, "/tmp/x")).process.ah
+      fa = parse_run(ex.Run(ex.rmah_cell(task, row, "fa"), 0, "/tmp/x")).process.client
+      assert (ah.init_lr, ah.init_steps) == (fa.lr, fa.local_steps)
+      assert min(ah.lr_grid) < ah.init_lr < max(ah.lr_grid)
+      assert min(ah.steps_grid) <= ah.init_steps < max(ah.steps_grid)
+      ah.policy_config()  # raises unless the start lies inside the grid
 
 
 def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):

@@ -90,21 +90,25 @@ def test_an_old_flagfile_name_resolves_to_its_new_name():
   assert resolved == f"--flagfile={ex.flagfile_path('rmah_fa.cfg')}"
 
 
-def test_main_resumes_a_renamed_committed_run_with_the_runners_flags():
-  """`main` binds a renamed folder (its hparams.cfg names the old --experiment_name) to the
-  runner's flags for it: no difference, so the same command resumes or extends it."""
+def test_main_resumes_a_renamed_run_with_the_runners_flags(tmp_path):
+  """`main` binds a renamed folder (its hparams.cfg, as main wrote it, names the old
+  --experiment_name) to the runner's flags for it: no difference, so the same command resumes
+  or extends it."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   from tff_robust.flags import definitions, record  # pylint: disable=g-import-not-at-top
-  root = os.path.join(ROOT, "docs", "runs")
-  run = next(r for r in page_plan.table1_runs(page_plan.PLANS["full"], root)
-             if r.experiment_name == "rmah_mnist_c1.0_noniid_fa_rm_ah_s1")
-  if not os.path.exists(os.path.join(run.output_dir, record.RECORD)):
-    pytest.skip("the committed runs are not in this checkout")
-  with open(os.path.join(run.output_dir, record.RECORD)) as f:
-    assert "--experiment_name=seed000_mnist_c1.0_noniid_fa_rm_ah_s1\n" in f.read()
+  root = str(tmp_path / "runs")
+  old_dir = _old_record(root)
+  run = ex.Run(CELL, 0, root)
   definitions.define_flags()
   flags.FLAGS.unparse_flags()
   try:
+    flags.FLAGS(["main", *ex.Run(ex.Cell(CELL.row, CELL.column, papers.legacy_name(CELL.cell_id),
+                                         CELL.flagfiles, CELL.flags, task=CELL.task), 0, root).flags()])
+    record.write_record(old_dir)  # what main wrote for the run under its old name
+    os.rename(old_dir, run.output_dir)  # as `git mv` did
+    with open(os.path.join(run.output_dir, record.RECORD)) as f:
+      assert "--experiment_name=seed000_mnist_c1.0_iid_fa_s0\n" in f.read()
+    flags.FLAGS.unparse_flags()
     flags.FLAGS(["main", *run.flags()])
     names = record.configuration_names(definitions.__name__)
     assert record.bind(run.output_dir, names, chosen=True) == (run.output_dir, [])

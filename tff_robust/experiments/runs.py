@@ -20,12 +20,10 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from absl import flags
-
 from tff_robust.flags import papers
 from tff_robust.flags import record as flag_record
 from tff_robust.common import run_lock
-from tff_robust.experiments.tables import FLAGS_DIR, Cell, Table
+from tff_robust.experiments.tables import FLAGS_DIR, Cell, Table, expand_args, flag_values, flagfile_path
 
 # Run states.
 DONE, PENDING, CONFLICT, BUSY = "done", "pending", "conflict", "busy"
@@ -40,21 +38,6 @@ NAMING = ("--experiment_name=",)
 PATH_FLAGS = ("--data_dir=",)
 REPO = os.path.dirname(FLAGS_DIR)
 ROUNDS = "--rounds="
-
-
-def flag_values(args: Sequence[str], skip: tuple[str, ...] = ()) -> dict[str, str]:
-  """Each ``--flag``'s last value in ``args`` (``--x`` / ``--nox`` as true / false), without the
-  flags that start with one of ``skip``: two lists that absl resolves to the same values give
-  the same dict."""
-  values: dict[str, str] = {}
-  for a in args:
-    if a.startswith(skip) or not a.startswith("--"):
-      continue
-    name, eq, value = a[2:].partition("=")
-    if not eq:
-      name, value = (name[2:], "false") if name.startswith("no") else (name, "true")
-    values[name] = value
-  return values
 
 
 def _computing(args: Sequence[str], extends: bool = False) -> dict[str, str]:
@@ -177,22 +160,12 @@ def check_data_sources(table: "Table", overrides: Overrides) -> None:
                        f"to override only some tasks).")
 
 
-def flagfile_path(name: str) -> str:
-  return os.path.join(FLAGS_DIR, name)
-
-
 @functools.lru_cache(maxsize=None)
 def main_task(cell: "Cell") -> str:
   """The ``--task`` a cell's run gets (its flagfiles, then its flags; the last one wins)."""
   args = expand_args([f"--flagfile={flagfile_path(f)}" for f in cell.flagfiles] + list(cell.flags))
   values = [a.split("=", 1)[1] for a in args if a.startswith("--task=")]
   return values[-1] if values else ""
-
-
-def expand_args(args: Sequence[str]) -> list[str]:
-  """``args`` with every ``--flagfile=`` replaced by its flags, as absl reads them (nested files,
-  comments, blank lines)."""
-  return flags.FlagValues().read_flags_from_files(list(args), force_gnu=True)
 
 
 @dataclasses.dataclass(frozen=True)

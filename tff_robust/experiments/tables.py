@@ -10,10 +10,37 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Optional
 
+from absl import flags
+
 from tff_robust import flags as project_flags
 
 # The flagfiles: the repository's flags/ folder, installed as the package tff_robust.flags.
 FLAGS_DIR = os.path.dirname(os.path.abspath(project_flags.__file__))
+
+
+def flagfile_path(name: str) -> str:
+  return os.path.join(FLAGS_DIR, name)
+
+
+def expand_args(args: Sequence[str]) -> list[str]:
+  """``args`` with every ``--flagfile=`` replaced by its flags, as absl reads them (nested files,
+  comments, blank lines)."""
+  return flags.FlagValues().read_flags_from_files(list(args), force_gnu=True)
+
+
+def flag_values(args: Sequence[str], skip: tuple[str, ...] = ()) -> dict[str, str]:
+  """Each ``--flag``'s last value in ``args`` (``--x`` / ``--nox`` as true / false), without the
+  flags that start with one of ``skip``: two lists that absl resolves to the same values give
+  the same dict."""
+  values: dict[str, str] = {}
+  for a in args:
+    if a.startswith(skip) or not a.startswith("--"):
+      continue
+    name, eq, value = a[2:].partition("=")
+    if not eq:
+      name, value = (name[2:], "false") if name.startswith("no") else (name, "true")
+    values[name] = value
+  return values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,22 +129,41 @@ def rmah_files(task: str, ingredients: Sequence[str]) -> tuple[str, ...]:
   return tuple(files)
 
 
+# A method run on another's tuned schedule: FA+RM on FA's, so that FA+RM − FA is RM's effect alone.
+SCHEDULE_OF = {"fa_rm": "fa"}
+
+
 def tuned_overlay(task: str, row_key: str, method_key: str) -> Optional[str]:
-  """The cell's own flagfile, ``rmah_<task>_<row>_<method>.cfg``, if flags/ has one: a baseline's
-  schedule chosen for that cell on validation data (studies/baselines.py)."""
-  name = f"rmah_{task}_{row_key}_{method_key}.cfg"
-  return name if os.path.exists(os.path.join(FLAGS_DIR, name)) else None
+  """The cell's schedule chosen on validation data (studies/baselines.py), if flags/ has one:
+  ``rmah_<task>_<row>_<method>.cfg``, FA's for a method in `SCHEDULE_OF`."""
+  name = f"rmah_{task}_{row_key}_{SCHEDULE_OF.get(method_key, method_key)}.cfg"
+  return name if os.path.exists(flagfile_path(name)) else None
+
+
+def overlay_values(task: str, row_key: str, method_key: str) -> Optional[dict[str, str]]:
+  """The flag values `tuned_overlay` sets (None without an overlay)."""
+  name = tuned_overlay(task, row_key, method_key)
+  return None if name is None else flag_values(expand_args([f"--flagfile={flagfile_path(name)}"]))
+
+
+def ah_start(task: str, row_key: str) -> tuple[str, ...]:
+  """AH's initial mean at the cell's tuned FA operating point (its client lr and first-round
+  local steps), as the flagfiles start it at FA's flagfile point; () without a tuned FA."""
+  fa = overlay_values(task, row_key, "fa")
+  return () if fa is None else (f"--ah_init_lr={fa['client_lr']}", f"--ah_init_steps={fa['local_steps']}")
 
 
 def rmah_cell(task: str, row_key: str, method_key: str, tuned: bool = True) -> Cell:
   """The cell shared by tables 1-3 and Fig. 3 (same id, so the same runs); ``tuned`` appends the
-  cell's own overlay (`tuned_overlay`) after the method's files."""
+  cell's schedule (`tuned_overlay`) after the method's files, and AH's start (`ah_start`) to an
+  AH method's flags."""
   row = next(r for r in RMAH_ROWS if r[0] == row_key)
   method = next(m for m in RMAH_METHODS if m[1] == method_key)
   overlay = tuned_overlay(task, row_key, method_key) if tuned else None
+  start = ah_start(task, row_key) if tuned and "ah" in method[2] else ()
   return Cell(row=row_key, column=method_key, cell_id=f"rmah_{task}_{row_key}_{method_key}",
               flagfiles=rmah_files(task, method[2]) + ((overlay,) if overlay else ()),
-              flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}"), task=task)
+              flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}") + start, task=task)
 
 
 def _rmah_accuracy_table(name: str, task: str, title: str) -> Table:

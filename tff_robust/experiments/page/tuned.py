@@ -5,7 +5,6 @@ rule) as a table, with the study that chose it."""
 from __future__ import annotations
 
 from tff_robust import experiments as ex
-from tff_robust.experiments.runs import flag_values
 
 STUDY = "runs/baselines_mnist/table.md"  # relative to docs/
 DECAY_WORDS = {("expdecay", "50"): "lr ×0.5, steps ×0.75 every 50 rounds",
@@ -22,18 +21,11 @@ def describe(flags: dict[str, str]) -> str:
   return text + (f", μ {flags['wd_mu']}" if "wd_mu" in flags else "")
 
 
-def overlay_flags(task: str, row: str, method: str) -> dict[str, str] | None:
-  name = ex.tuned_overlay(task, row, method)
-  if name is None:
-    return None
-  return flag_values(ex.expand_args([f"--flagfile={ex.flagfile_path(name)}"]))
-
-
 def tuned_lines(task: str = "mnist") -> list[str]:
   """A paragraph and a table (row x FA / FA+WD); [] when no cell of ``task`` has an overlay."""
   body = []
   for key, c, dist, _ in ex.RMAH_ROWS:
-    found = {m: overlay_flags(task, key, m) for m in ("fa", "fa_wd")}
+    found = {m: ex.overlay_values(task, key, m) for m in ("fa", "fa_wd")}
     if any(found.values()):
       body.append(f"| {c} | {dist} | " + " | ".join(describe(v) if v else "flagfile's" for v in found.values()) + " |")
   if not body:
@@ -43,6 +35,7 @@ def tuned_lines(task: str = "mnist") -> list[str]:
           "validation accuracy at rounds 50–60): FA's client lr × local steps on a grid extended past "
           "any edge choice, then its decay, then FedProx's μ on FA's schedule "
           f"([the study and its rule]({STUDY}), `python -m tff_robust.experiments.studies.baselines`). "
-          "FA+RM keeps `rmah_fa.cfg`'s schedule and FA+AH / FA+RM+AH their own validation rules "
-          "(`flags/`).", "",
+          "FA+RM runs FA's schedule (so FA+RM − FA is RM's effect alone), and FA+AH / FA+RM+AH start "
+          "AH's mean at FA's lr and local steps, on AH's grid (`flags/rmah_fa_ah.cfg`), which contains "
+          "every such start inside it.", "",
           "| C | Data Distribution | FA | FA+WD |", "| --- | --- | --- | --- |", *body, ""]
