@@ -38,6 +38,8 @@ from tff_robust.runtime.context import disown_default_context
 # start since this study).
 CENTRE = ("--ah_init_lr=0.017320508", "--ah_init_steps=20")
 FA_START = ("--ah_init_lr=0.1", "--ah_init_steps=50")
+GRID_6X5 = ("--ah_lr_grid=0.001,0.003,0.01,0.03,0.1,0.3", "--ah_steps_grid=5,10,20,40,80")
+GRID_7X7 = ("--ah_lr_grid=0.001,0.003,0.01,0.03,0.1,0.3,1", "--ah_steps_grid=1,2,5,10,20,40,80")
 # The matching layers and eq. 1's normalisation of the studies made before rmah_fa_rm.cfg
 # moved to the authors' layers (their runs were made with these, then the flagfile's values).
 EARLIER = ("--rm_layers=reversed", "--rm_normalize=unit")
@@ -78,6 +80,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # Diagnostics, not choices: θ reset every round (Algorithm 1 keeps it), ER off (the seed
     # adds ER to every run).
     "rm_ah_w0.3_reset": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_client_state=reset")),
+    # AH's start once FA was tuned per cell (studies/baselines.py; both one-class rows chose lr 0.3,
+    # 1 step): the setting in force (FA's flagfile point on the grid of 6 lrs x 5 step counts)
+    # against the tuned point on the grid widened to hold it inside (lr up to 1, steps from 1).
+    "fa_start_grid6x5": ("FA+AH", FA_START + GRID_6X5),
+    "tuned_start": ("FA+AH", ("--ah_init_lr=0.3", "--ah_init_steps=1") + GRID_7X7),
     "fa_noer": ("FA", ("--er_h_min=0",)),
     "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--er_h_min=0")),
 }
@@ -86,6 +93,7 @@ RULES = {
     "AH start and std": ("centre", "fa_start", "centre_std0.1"),
     "AH baseline at the centre": ("centre", "centre_hold", "centre_detrended"),
     "AH baseline at FA's start": ("fa_start", "fa_start_detrended"),
+    "AH's start after FA's tuning": ("fa_start_grid6x5", "tuned_start"),
     "RM weight": ("rm", "rm_w0.3"),
     "FA+RM+AH's baseline": ("rm_ah_w0.3", "rm_ah_w0.3_detrended"),
     "θ's rate in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_follows"),
