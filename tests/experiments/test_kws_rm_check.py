@@ -23,6 +23,12 @@ def test_grid_arms_pair_with_fa_at_the_same_rate():
   assert "--rm_weight=1e-3" in flags and "--client_lr=0.02" in flags and base == "fa_lr0.02"
   assert k.arm_spec("fa_lr0.02") == ("FA (lr 0.02)", ("--client_lr=0.02",), "fa")
   assert k.arm_spec("rm_authors_w1e-4_lr0.05")[2] == "fa"  # the flagfile's rate is the arm "fa"
+  # A steps suffix sets --local_steps and pairs with FA at the same lr and steps.
+  label, flags, base = k.arm_spec("rm_authors_w1e-3_lr0.01_steps40")
+  assert flags[-3:] == ("--rm_weight=1e-3", "--client_lr=0.01", "--local_steps=40")
+  assert base == "fa_lr0.01_steps40" and label.endswith("lr 0.01, 40 steps")
+  assert k.arm_spec("fa_lr0.05_steps5") == ("FA (lr 0.05, 5 steps)", ("--client_lr=0.05", "--local_steps=5"), "fa")
+  assert k.arm_spec("fa")[1] == ("--client_lr=0.05",)  # pinned: rmah_kws.cfg's rate has moved since
   with pytest.raises(ValueError, match="unknown arm 'rm_bogus'"):
     k.arm_spec("rm_bogus")
 
@@ -41,7 +47,7 @@ def test_validation_rule_picks_the_rate_then_the_weight_at_that_rate(tmp_path):
   _run(root, "rm_authors_w1e-2_lr0.01_s0", evals(0.10))
   _run(root, "rm_authors_w1e-3_s0", evals(0.30))  # at lr 0.05: not FA's chosen rate, never chosen
   table = k.validation_choice(root)
-  assert "| FA (lr 0.01) | 15.00 | FA's rate |" in table
+  assert "| FA (lr 0.01) | 15.00 | FA's rate and steps |" in table
   assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01").strip() == "RM's weight (FA = 0)"
   assert _mark(table, "FA+RM, authors' layers, 1e-3").strip() == ""
 
@@ -52,5 +58,18 @@ def test_validation_rule_keeps_fa_when_no_weight_beats_it(tmp_path):
   _run(root, "rm_authors_w1e-4_lr0.01_s0", {8: 0.14, 10: 0.15, 12: 0.15})
   _run(root, "fa_lr0.05_s0", {8: 0.10, 10: 0.11})  # round 12 not evaluated: left out
   table = k.validation_choice(root)
-  assert _mark(table, "FA (lr 0.01)").strip() == "FA's rate; RM's weight (FA = 0)"
+  assert _mark(table, "FA (lr 0.01)").strip() == "FA's rate and steps; RM's weight (FA = 0)"
   assert "lr 0.05" not in table
+
+
+def test_validation_rule_searches_local_steps_with_the_rate(tmp_path):
+  """FA's point is the best (lr, steps); RM's weight is then chosen at that point only."""
+  root = str(tmp_path)
+  _run(root, "fa_lr0.01_s0", {8: 0.15, 10: 0.15, 12: 0.15})
+  _run(root, "fa_lr0.01_steps40_s0", {8: 0.17, 10: 0.17, 12: 0.17})
+  _run(root, "rm_authors_w1e-3_lr0.01_steps40_s0", {8: 0.19, 10: 0.19, 12: 0.19})
+  _run(root, "rm_authors_w1e-3_lr0.01_s0", {8: 0.25, 10: 0.25, 12: 0.25})  # at 20 steps: not FA's point
+  table = k.validation_choice(root)
+  assert _mark(table, "FA (lr 0.01, 40 steps)").strip() == "FA's rate and steps"
+  assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01, 40 steps").strip() == "RM's weight (FA = 0)"
+  assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01").strip() == ""

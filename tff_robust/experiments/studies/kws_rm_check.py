@@ -8,10 +8,11 @@ Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of b
   rm_authors_w1e-3, _w1e-2 the same at 1e-3 and 1e-2 (the weight's validation grid)
   rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01 (FA's rate chosen on validation)
   rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
-  fa_lr<r>, rm_authors_w<c>_lr<r>   grid points: FA at client lr r; FA+RM (authors') at weight c, lr r
+  fa_lr<r>[_steps<k>], rm_authors_w<c>_lr<r>[_steps<k>]   grid points: FA at client lr r (and k
+                           local steps); FA+RM (authors') at weight c, lr r (and k steps)
 
-`validation_choice` is the rule that picks FA's rate, then RM's weight at that rate (FA = weight
-0), on the validation speakers only.
+`validation_choice` is the rule that picks FA's rate and local steps, then RM's weight there
+(FA = weight 0), on the validation speakers only.
 
 Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
 seeds of those arms one after another. The summary reads every `ARM_sS/metrics.csv` under
@@ -49,7 +50,7 @@ BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
 RM = ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=authors", "--rm_normalize=sum")
 # arm: (label, flags, the FA arm it is paired with: the same client lr)
 ARMS = {
-    "fa": ("FA (lr 0.05)", (), None),
+    "fa": ("FA (lr 0.05)", ("--client_lr=0.05",), None),  # rmah_kws.cfg's rate when it was run
     "fa_lr0.01": ("FA (lr 0.01)", ("--client_lr=0.01",), "fa"),
     "fa_lr0.2": ("FA (lr 0.2)", ("--client_lr=0.2",), "fa"),
     "fa_lr0.003": ("FA (lr 0.003)", ("--client_lr=0.003",), "fa"),
@@ -66,19 +67,22 @@ ARMS = {
 
 def arm_spec(arm: str) -> tuple[str, tuple[str, ...], str | None]:
   """(label, flags, paired FA arm) of ``arm``: a named arm of ARMS, or a grid point
-  ``fa_lr<r>`` / ``rm_authors_w<c>_lr<r>`` (FA at client lr r; FA+RM, the authors' layers and
-  eq. 1's sum at weight c, lr r), paired with FA at the same lr."""
+  ``fa_lr<r>[_steps<k>]`` / ``rm_authors_w<c>_lr<r>[_steps<k>]`` (FA at client lr r and k local
+  steps, the flagfile's 20 without the suffix; FA+RM, the authors' layers and eq. 1's sum at
+  weight c), paired with FA at the same lr and steps."""
   if arm in ARMS:
     return ARMS[arm]
-  m = re.fullmatch(r"(fa|rm_authors_w([0-9.e-]+))_lr([0-9.]+)", arm)
+  m = re.fullmatch(r"(fa|rm_authors_w([0-9.e-]+))_lr([0-9.]+)(_steps([0-9]+))?", arm)
   if not m:
-    raise ValueError(f"unknown arm {arm!r}: one of {', '.join(ARMS)}, fa_lr<r>, rm_authors_w<c>_lr<r>")
-  lr, weight = m.group(3), m.group(2)
-  fa = "fa" if float(lr) == 0.05 else f"fa_lr{lr}"
+    raise ValueError(f"unknown arm {arm!r}: one of {', '.join(ARMS)}, fa_lr<r>[_steps<k>], "
+                     "rm_authors_w<c>_lr<r>[_steps<k>]")
+  weight, lr, suffix, steps = m.group(2), m.group(3), m.group(4) or "", m.group(5)
+  fa = "fa" if float(lr) == 0.05 and not suffix else f"fa_lr{lr}{suffix}"
+  flags = (f"--client_lr={lr}",) + ((f"--local_steps={steps}",) if steps else ())
+  where = f"lr {lr}" + (f", {steps} steps" if steps else "")
   if weight is None:
-    return f"FA (lr {lr})", (f"--client_lr={lr}",), None if fa == "fa" else "fa"
-  return (f"FA+RM, authors' layers, {weight}, lr {lr}",
-          RM + (f"--rm_weight={weight}", f"--client_lr={lr}"), fa)
+    return f"FA ({where})", flags, None if fa == "fa" else "fa"
+  return f"FA+RM, authors' layers, {weight}, {where}", RM + (f"--rm_weight={weight}",) + flags, fa
 
 
 COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),
@@ -190,10 +194,11 @@ def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
 
 
 def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: int = 0) -> str:
-  """The rule that chooses FA's client lr and RM's weight (markdown): for every arm, seed
-  ``seed``'s validation accuracy averaged over the evaluations of ``rounds`` (one evaluation
-  near chance swings by several points); among FA's rates the best mean is chosen, and RM's
-  weight is chosen the same way among the RM arms at that rate, FA (weight 0) included."""
+  """The rule that chooses FA's client lr and local steps, then RM's weight (markdown): for every
+  arm, seed ``seed``'s validation accuracy averaged over the evaluations of ``rounds`` (one
+  evaluation near chance swings by several points); among FA's (lr, steps) points the best mean
+  is chosen, and RM's weight is chosen the same way among the RM arms at that point, FA
+  (weight 0) included."""
   lines = [f"### Validation rule (seed {seed}, mean validation accuracy of rounds "
            f"{', '.join(map(str, rounds))})", "", "| arm | val acc % | |", "| --- | --- | --- |"]
   scores = {}
@@ -210,7 +215,7 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: in
              if a == best_fa or (a.startswith("rm_authors") and arm_spec(a)[2] == best_fa)}
   best_rm = max(weights, key=weights.get, default=None)
   for arm, v in sorted(scores.items(), key=lambda kv: (kv[0] not in fa, -kv[1])):
-    marks = [m for m, chosen in (("FA's rate", arm == best_fa), ("RM's weight (FA = 0)", arm == best_rm))
+    marks = [m for m, chosen in (("FA's rate and steps", arm == best_fa), ("RM's weight (FA = 0)", arm == best_rm))
              if chosen]
     lines.append(f"| {arm_spec(arm)[0]} | {v:.2f} | {'; '.join(marks)} |")
   return "\n".join(lines + [""])
