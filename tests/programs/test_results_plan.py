@@ -5,6 +5,8 @@ seeds run, at that lr."""
 import json
 import os
 
+import pytest
+
 from helpers.paths import ROOT
 
 from tff_robust.experiments.page import plan as rp
@@ -61,3 +63,16 @@ def test_fedopt_paired_comparison_is_per_seed_against_fedavg():
   assert "FedAdam +1.33 ± 1.20: held (ahead on 2 of 3 seeds)" in lines[0]
   assert "FedYogi" not in lines[0] and "FedAvg > 0:" in lines[0]
   assert results.paired_vs_fedavg({"avg": {0: 1.0}}) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods=fa,bogus"], "--methods='fa,bogus': unknown ['bogus']; valid: fa, fa_wd"),
+    (["--sections=table9"], "--sections='table9': unknown ['table9']"),
+    (["--parallel=0"], "--parallel=0 is not valid"),
+])
+def test_bad_arguments_fail_before_any_run(tmp_path, capsys, argv, message):
+  from tff_robust.experiments.page import results  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as e:
+    results.main([f"--root={tmp_path / 'runs'}", f"--docs={tmp_path / 'docs'}", *argv])
+  assert e.value.code == 2 and message in capsys.readouterr().err
+  assert not (tmp_path / "runs").exists()

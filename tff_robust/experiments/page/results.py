@@ -43,7 +43,6 @@ interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no tra
 console.quiet_native_logs(sys.argv)
 
 import argparse  # noqa: E402
-import math  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
@@ -57,7 +56,7 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-from tff_robust.experiments.page import fig3, horizon, timings, tuned  # noqa: E402
+from tff_robust.experiments.page import clients, fig3, horizon, timings, tuned  # noqa: E402
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, FEDOPT_LABELS, FEDOPT_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
     Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
@@ -188,14 +187,6 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
   page.lines += [f"Orderings of the seed on these runs ({plan.kws_rounds} rounds), judged on paired differences:", ""]
   page.lines += orderings(ORDERINGS_T3, runs, [("c1.0_noniid", "C = 1.0, non-iid")])
-  loss = {c: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"}
-  if loss:  # ln 10 is the loss of a uniform prediction over the ten keywords
-    text = (f"On one-keyword clients the methods' final test loss is {min(loss.values()):.2f}–"
-            f"{max(loss.values()):.2f} (ln 10 = {math.log(10):.2f}, a uniform prediction)")
-    if max(abs(v - math.log(10)) for v in loss.values()) < 0.1:
-      text += (": the averaged models' outputs are still nearly uniform in confidence at this horizon, "
-               "whatever their accuracy in the table (docs/runs/kws_moderate/notes.md has the diagnosis)")
-    page.lines += [text + ".", ""]
   panel = {METHOD_LABELS[c] + (" (iid)" if r == "c1.0_iid" else ""):
            [x for x in runs if x.cell.row == r and x.cell.column == c] for r, c in TABLE3_CELLS}
   page.figure("results_kws_curves.png",
@@ -204,6 +195,9 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
               f"Test accuracy per round on the espeak keyword corpus, C = 1.0, {plan.kws_rounds} rounds (mean "
               f"over seeds 0–{plan.kws_seeds - 1}, band min..max; FA on iid clients dashed); {page.stamp}, "
               f"`{page.command}`.")
+  clients.section(page, {k: v for k, v in panel.items() if "(iid)" not in k},
+                  {METHOD_LABELS[c]: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"},
+                  plan.kws_rounds)
 
 
 def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
@@ -354,8 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   p.add_argument("--parallel", type=int, default=1)
   p.add_argument("--sections", default="table1,table3,fedopt,fedex,bench",
                  help="which runs to start (the page is written from whatever has finished)")
+  p.add_argument("--methods", default=None, help="start only these methods' Table 1 / 3 runs (e.g. fa,fa_rm)")
   p.add_argument("--report_only", action="store_true", help="start nothing; write the page from finished runs")
   a = p.parse_args(argv)
+  methods = set(a.methods.split(",")) if a.methods else set(METHOD_LABELS)
+  if not methods <= set(METHOD_LABELS):
+    p.error(f"--methods={a.methods!r}: unknown {sorted(methods - set(METHOD_LABELS))}; valid: {', '.join(METHOD_LABELS)}")
   try:
     for flag in ("root", "docs", "kws_corpus"):
       if getattr(a, flag):
@@ -378,8 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "table3" in wanted:
       build_corpus(plan, corpus, root)
     # Table 1 first (its non-iid rows first: the seed's claims are there), then the slower KWS runs.
-    t1_order = sorted(t1, key=lambda r: "noniid" not in r.cell.row)
-    first = ((t1_order if "table1" in wanted else []) + (t3 if "table3" in wanted else [])
+    t1_order = sorted((r for r in t1 if r.cell.column in methods), key=lambda r: "noniid" not in r.cell.row)
+    first = ((t1_order if "table1" in wanted else []) + ([r for r in t3 if r.cell.column in methods]
+                                                          if "table3" in wanted else [])
              + (s4 if "fedopt" in wanted else []))
     code = ex.run_to_exit_code(first, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
