@@ -146,24 +146,15 @@ def overlay_values(task: str, row_key: str, method_key: str) -> Optional[dict[st
   return None if name is None else flag_values(expand_args([f"--flagfile={flagfile_path(name)}"]))
 
 
-def ah_start(task: str, row_key: str) -> tuple[str, ...]:
-  """AH's initial mean at the cell's tuned FA operating point (its client lr and first-round
-  local steps), as the flagfiles start it at FA's flagfile point; () without a tuned FA."""
-  fa = overlay_values(task, row_key, "fa")
-  return () if fa is None else (f"--ah_init_lr={fa['client_lr']}", f"--ah_init_steps={fa['local_steps']}")
-
-
 def rmah_cell(task: str, row_key: str, method_key: str, tuned: bool = True) -> Cell:
   """The cell shared by tables 1-3 and Fig. 3 (same id, so the same runs); ``tuned`` appends the
-  cell's schedule (`tuned_overlay`) after the method's files, and AH's start (`ah_start`) to an
-  AH method's flags."""
+  cell's schedule (`tuned_overlay`) after the method's files."""
   row = next(r for r in RMAH_ROWS if r[0] == row_key)
   method = next(m for m in RMAH_METHODS if m[1] == method_key)
   overlay = tuned_overlay(task, row_key, method_key) if tuned else None
-  start = ah_start(task, row_key) if tuned and "ah" in method[2] else ()
   return Cell(row=row_key, column=method_key, cell_id=f"rmah_{task}_{row_key}_{method_key}",
               flagfiles=rmah_files(task, method[2]) + ((overlay,) if overlay else ()),
-              flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}") + start, task=task)
+              flags=(f"--client_fraction={row[1]}", f"--partition={row[3]}"), task=task)
 
 
 def _rmah_accuracy_table(name: str, task: str, title: str) -> Table:

@@ -118,6 +118,10 @@ def run_variant(name: str, args) -> int:
 
 
 def _same(a: str, b: str) -> bool:
+  """A recorded value against a flag's text: numbers by value, comma-separated lists (a grid)
+  item by item."""
+  if "," in a or "," in b:
+    return len(a.split(",")) == len(b.split(",")) and all(map(_same, a.split(","), b.split(",")))
   try:
     return math.isclose(float(a), float(b), rel_tol=1e-6)
   except ValueError:
@@ -128,7 +132,8 @@ def matches(name: str, run_dir: str) -> bool:
   """The run was made with the variant's flags (a flagfile edited while runs start would
   otherwise slip another setting in); the centre may also be the unset default."""
   definitions.define_flags()
-  recorded = {k: str(v) for k, v in (record.read_record(run_dir) or {}).items()}
+  recorded = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v)
+              for k, v in (record.read_record(run_dir) or {}).items()}
   for flag in VARIANTS[name][1]:
     key, _, value = flag[2:].partition("=")
     if key not in recorded and flag in CENTRE:
