@@ -48,6 +48,12 @@ def test_methods_are_set_against_fa_seed_by_seed(tmp_path):
   assert clients.header()[2:5] == [label for _, label, _ in clients.COMPARED]
 
 
+def test_one_seed_has_no_standard_error(tmp_path):
+  fa = [FakeRun(tmp_path, "fa", 0, [0.2], [0.1], [0.3], 0.25)]
+  rm = [FakeRun(tmp_path, "rm", 0, [0.3], [0.1], [0.3], 0.25)]
+  assert clients.versus_fa({"FA": fa, "FA+RM": rm}) == [["FA+RM", "1", "+50.0 %", "+0.0 %", "+0.0000", "+0.00"]]
+
+
 def test_a_method_without_a_finished_seed_in_common_gets_no_row(tmp_path):
   fa = [FakeRun(tmp_path, "fa", 0, [0.2], [0.1], [0.3], 0.25)]
   wd = [FakeRun(tmp_path, "wd", 1, [0.2], [0.1], [0.3], 0.25)]

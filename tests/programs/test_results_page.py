@@ -19,7 +19,7 @@ from helpers.procs import workers_with
 
 pytestmark = pytest.mark.slow
 
-FIGURES = ("results_mnist_curves.png", "results_kws_curves.png", "results_fig3.png")
+FIGURES = ("results_mnist_curves.png", "results_kws_curves.png", "results_kws_clients.png", "results_fig3.png")
 
 
 def _table_cells(markdown: str) -> list[str]:

@@ -57,12 +57,17 @@ def versus_fa(methods: dict[str, Sequence[ex.Run]], fa: str = "FA") -> list[list
       b = [round_mean(base[s], column) for s in seeds]
       if how == "ratio":
         a, b = [100.0 * x / y for x, y in zip(a, b)], [100.0] * len(b)
-      mean, se = paired_difference(a, b)
-      cells.append(f"{mean:+.1f} % ± {se:.1f}" if how == "ratio" else f"{mean:+.4f} ± {se:.4f}")
+      digits, unit = (1, " %") if how == "ratio" else (4, "")
+      cells.append(_pm(*paired_difference(a, b), digits, unit))
     mean, se = paired_difference([ex.read_values(mine[s], ex.ACCURACY)[0] for s in seeds],
                                  [ex.read_values(base[s], ex.ACCURACY)[0] for s in seeds])
-    rows.append([label, str(len(seeds)), *cells, f"{mean:+.2f} ± {se:.2f}"])
+    rows.append([label, str(len(seeds)), *cells, _pm(mean, se, 2)])
   return rows
+
+
+def _pm(mean: float, se: float, digits: int, unit: str = "") -> str:
+  """``+m unit ± se`` (no ± with one seed: no standard error)."""
+  return f"{mean:+.{digits}f}{unit}" + ("" if math.isnan(se) else f" ± {se:.{digits}f}")
 
 
 def header() -> list[str]:
