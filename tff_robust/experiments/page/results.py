@@ -178,7 +178,9 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
                  f"32x32 log-mel, the seed's CNN; C = 1.0, seeds 0–{plan.kws_seeds - 1}; **horizon: "
                  f"{plan.kws_rounds} rounds** (the flagfiles' own: {flagfile_rounds('rmah_common.cfg')}). Final test "
                  f"accuracy (%) on {count_test_clips(corpus, root)} test clips. FA's client lr (0.01) was chosen "
-                 "on the validation speakers (docs/runs/kws_moderate); FA+RM is the authors' matching layers at "
+                 "on the validation speakers at 20 local steps (docs/runs/kws_moderate); the steps were searched "
+                 "after these runs started, and validation prefers far fewer (the notes there): the table moves to "
+                 "that point next. FA+RM is the authors' matching layers at "
                  "their 1e-4 (validation preferred no RM at all, within noise of 1e-4); FA+RM+AH has **no top "
                  "matching term** (`rmah_fa_rm_ah.cfg`). The speech is synthetic, so a difference of a few "
                  "points can be the corpus, not the method.", ""]

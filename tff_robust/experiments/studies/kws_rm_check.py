@@ -79,7 +79,7 @@ def arm_spec(arm: str) -> tuple[str, tuple[str, ...], str | None]:
   weight, lr, suffix, steps = m.group(2), m.group(3), m.group(4) or "", m.group(5)
   fa = "fa" if float(lr) == 0.05 and not suffix else f"fa_lr{lr}{suffix}"
   flags = (f"--client_lr={lr}",) + ((f"--local_steps={steps}",) if steps else ())
-  where = f"lr {lr}" + (f", {steps} steps" if steps else "")
+  where = f"lr {lr}" + (f", {steps} step{'' if steps == '1' else 's'}" if steps else "")
   if weight is None:
     return f"FA ({where})", flags, None if fa == "fa" else "fa"
   return f"FA+RM, authors' layers, {weight}, {where}", RM + (f"--rm_weight={weight}",) + flags, fa
