@@ -31,9 +31,10 @@ COMPARED = (("client_drift", "drift / FA's", "ratio"), ("update_norm", "update n
             ("train_loss", "training loss − FA's", "difference"))
 
 
-def round_mean(run: ex.Run, column: str) -> float:
-  """The mean over the run's rounds of ``column`` (NaN cells skipped; NaN if none)."""
-  values = [v for v in plot.read_metrics(run.output_dir, need_ah=False).get(column, []) if not math.isnan(v)]
+def round_mean(metrics: dict[str, list[float]], column: str) -> float:
+  """The mean over a run's rounds of ``column`` of its ``metrics`` (`plot.read_metrics`; NaN
+  cells skipped; NaN if none)."""
+  values = [v for v in metrics.get(column, []) if not math.isnan(v)]
   return statistics.fmean(values) if values else math.nan
 
 
@@ -41,15 +42,22 @@ def _finished(runs: Sequence[ex.Run]) -> dict[int, ex.Run]:
   return {r.seed: r for r in runs if r.status() == ex.DONE}
 
 
+def _metrics(runs: Sequence[ex.Run]) -> dict[int, dict[str, list[float]]]:
+  """seed -> the finished run's metrics.csv, each read once."""
+  return {s: plot.read_metrics(r.output_dir, need_ah=False) for s, r in _finished(runs).items()}
+
+
 def versus_fa(methods: dict[str, Sequence[ex.Run]], fa: str = "FA") -> list[list[str]]:
   """One row per method but FA: each `COMPARED` quantity and the final test accuracy against FA's,
   paired by seed (mean ± SE over the seeds both finished; ratios as percent change)."""
-  base = _finished(methods.get(fa, ()))
+  base_runs, base = _finished(methods.get(fa, ())), _metrics(methods.get(fa, ()))
   rows = []
   for label, runs in methods.items():
-    mine = _finished(runs)
+    if label == fa:
+      continue
+    mine_runs, mine = _finished(runs), _metrics(runs)
     seeds = sorted(set(base) & set(mine))
-    if label == fa or not seeds:
+    if not seeds:
       continue
     cells = []
     for column, _, how in COMPARED:
@@ -59,8 +67,8 @@ def versus_fa(methods: dict[str, Sequence[ex.Run]], fa: str = "FA") -> list[list
         a, b = [100.0 * x / y for x, y in zip(a, b)], [100.0] * len(b)
       digits, unit = (1, " %") if how == "ratio" else (4, "")
       cells.append(_pm(*paired_difference(a, b), digits, unit))
-    mean, se = paired_difference([ex.read_values(mine[s], ex.ACCURACY)[0] for s in seeds],
-                                 [ex.read_values(base[s], ex.ACCURACY)[0] for s in seeds])
+    mean, se = paired_difference([ex.read_values(mine_runs[s], ex.ACCURACY)[0] for s in seeds],
+                                 [ex.read_values(base_runs[s], ex.ACCURACY)[0] for s in seeds])
     rows.append([label, str(len(seeds)), *cells, _pm(mean, se, 2)])
   return rows
 
@@ -77,9 +85,9 @@ def header() -> list[str]:
 def draw(out_png: str, methods: dict[str, Sequence[ex.Run]], title: str) -> str:
   """One panel per `PANELS` entry: each method's mean over its finished seeds, band min..max."""
   fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 3.6), squeeze=False)
+  read = {label: list(_metrics(runs).values()) for label, runs in methods.items()}
   for ax, (column, name, log) in zip(axes[0], PANELS):
-    for label, runs in methods.items():
-      records = [plot.read_metrics(r.output_dir, need_ah=False) for r in _finished(runs).values()]
+    for label, records in read.items():
       records = [m for m in records if column in m and not all(math.isnan(v) for v in m[column])]
       if records:
         x, ys = plot.aligned(records, column)
