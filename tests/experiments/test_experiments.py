@@ -374,13 +374,13 @@ def script(tmp_path, text):
   return str(path)
 
 
-
 def _fa_table():
   """Table 1's FA cell, C = 1.0 iid, with the flagfiles' schedule (lr 0.1; no tuned overlay): the
   runner's mechanics below are read against those values."""
   table = ex.select(ex.build_table("rmah_table1"), ["FA"], ["c1.0_iid"])
   return dataclasses.replace(table, cells=tuple(ex.rmah_cell("mnist", c.row, c.column, tuned=False)
                                                 for c in table.cells))
+
 
 def test_skip_resume_conflict_and_failure(tmp_path):
   fake = script(tmp_path, FAKE_MAIN)

@@ -22,13 +22,13 @@ from typing import Any
 _API = {
     "report": ("DASH", "Summary", "format_cell", "notes_for", "plot_fig3", "read_values", "summarize",
                "to_markdown", "write_table"),
-    "runs": ("BUSY", "CONFLICT", "DONE", "FLAGS_DIR", "PENDING", "Overrides", "Run",
+    "runs": ("BUSY", "CONFLICT", "DONE", "PENDING", "Overrides", "Run",
              "check_data_sources", "main_task", "parse_data_sources", "plan"),
     "scheduler": ("INTERRUPTED", "STOP_TIMEOUT", "RunResult", "Terminated", "interruptible", "run_all",
                   "run_to_exit_code"),
     "tables": ("ACCURACY", "MSE", "SECONDS", "RMAH_METHODS", "RMAH_ROWS", "RMAH_TASKS", "FEDOPT_OPTS",
                "TABLES", "Axis", "Cell", "Metric", "Table", "build_table", "rmah_cell", "fedopt_cell",
-               "select", "tuned_overlay", "overlay_values", "expand_args", "flag_values", "flagfile_path"),
+               "select", "tuned_overlay", "overlay_values", "FLAGS_DIR", "expand_args", "flag_values", "flagfile_path"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 __all__ = sorted(_MODULE_OF)
