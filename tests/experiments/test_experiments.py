@@ -591,6 +591,22 @@ def test_rmah_ah_starts_at_the_tasks_fa_operating_point(task):
   ah.ah.policy_config()  # raises unless the start lies inside the task's grid
 
 
+def test_kws_one_keyword_row_runs_fas_validation_point():
+  """Table 3's one-keyword row: FA, FA+WD and FA+RM run FA's point chosen on validation speakers
+  (lr 0.05, 2 steps; FA+RM also RM's flags), the AH methods and the iid row keep the flagfiles'."""
+  def process(row, method):
+    return parse_run(ex.Run(ex.rmah_cell("kws", row, method), 0, "/tmp/x")).process
+
+  for m in ("fa", "fa_wd", "fa_rm"):
+    client = process("c1.0_noniid", m).client
+    assert (client.lr, client.local_steps) == (0.05, 2), m
+  assert process("c1.0_noniid", "fa_rm").client.rm_weight == 1e-4
+  assert process("c1.0_noniid", "fa_wd").client.wd_mu == 0.005
+  for row, m in (("c1.0_noniid", "fa_ah"), ("c1.0_noniid", "fa_rm_ah"), ("c1.0_iid", "fa"), ("c1.0_iid", "fa_rm")):
+    client = process(row, m).client
+    assert (client.lr, client.local_steps) == (0.01, 20), (row, m)
+
+
 def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   """A call with a failed or conflicting run writes no table (the previous one stays byte for
   byte); a call for another method keeps the finished method's column."""

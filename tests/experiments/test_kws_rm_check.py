@@ -73,3 +73,15 @@ def test_validation_rule_searches_local_steps_with_the_rate(tmp_path):
   assert _mark(table, "FA (lr 0.01, 40 steps)").strip() == "FA's rate and steps"
   assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01, 40 steps").strip() == "RM's weight (FA = 0)"
   assert _mark(table, "FA+RM, authors' layers, 1e-3, lr 0.01").strip() == ""
+
+
+def test_validation_rule_picks_ahs_start_among_the_ah_arms_only(tmp_path):
+  root = str(tmp_path)
+  _run(root, "fa_lr0.05_steps2_s0", {8: 0.25, 10: 0.25, 12: 0.25})
+  _run(root, "ah_kept_s0", {8: 0.20, 10: 0.20, 12: 0.20})
+  _run(root, "ah_start_fa_point_s0", {8: 0.18, 10: 0.18, 12: 0.18})
+  table = k.validation_choice(root)
+  assert _mark(table, "FA (lr 0.05, 2 steps)").strip() == "FA's rate and steps; RM's weight (FA = 0)"
+  assert _mark(table, k.arm_spec("ah_kept")[0]).strip() == "AH's start"
+  assert _mark(table, k.arm_spec("ah_start_fa_point")[0]).strip() == ""
+  assert "--ah_init_steps=2" in k.arm_spec("ah_start_fa_point")[1] and k.arm_spec("ah_kept")[2] == "fa_lr0.05_steps2"

@@ -8,11 +8,12 @@ Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of b
   rm_authors_w1e-3, _w1e-2 the same at 1e-3 and 1e-2 (the weight's validation grid)
   rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01 (FA's rate chosen on validation)
   rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
+  ah_kept, ah_start_fa_point   FA+AH from the flagfiles' start (0.01 x 20) or from FA's chosen point
   fa_lr<r>[_steps<k>], rm_authors_w<c>_lr<r>[_steps<k>]   grid points: FA at client lr r (and k
                            local steps); FA+RM (authors') at weight c, lr r (and k steps)
 
 `validation_choice` is the rule that picks FA's rate and local steps, then RM's weight there
-(FA = weight 0), on the validation speakers only.
+(FA = weight 0), and AH's start among the `ah_*` arms, on the validation speakers only.
 
 Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
 seeds of those arms one after another. The summary reads every `ARM_sS/metrics.csv` under
@@ -48,6 +49,7 @@ BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
         "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
         "--rounds_per_eval=2", "--rounds_per_checkpoint=1")
 RM = ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=authors", "--rm_normalize=sum")
+AH = ("--flagfile=flags/rmah_fa_ah.cfg", "--flagfile=flags/rmah_kws_ah.cfg")
 # arm: (label, flags, the FA arm it is paired with: the same client lr)
 ARMS = {
     "fa": ("FA (lr 0.05)", ("--client_lr=0.05",), None),  # rmah_kws.cfg's rate when it was run
@@ -62,6 +64,12 @@ ARMS = {
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
                     ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=reversed",
                      "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
+  # AH's start (the table's FA+AH cell: flagfiles' start lr 0.01 x 20 steps, steps grid 5..40)
+  # against a start at FA's point chosen on validation, on a steps grid that holds it.
+  "ah_kept": ("FA+AH, start lr 0.01 x 20 steps (flagfiles)", AH, "fa_lr0.05_steps2"),
+  "ah_start_fa_point": ("FA+AH, start lr 0.05 x 2 steps, steps grid 1..20",
+                        AH + ("--ah_init_lr=0.05", "--ah_init_steps=2", "--ah_steps_grid=1,2,5,10,20",
+                              "--client_lr=0.05", "--local_steps=2"), "fa_lr0.05_steps2"),
 }
 
 
@@ -198,7 +206,7 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: in
   arm, seed ``seed``'s validation accuracy averaged over the evaluations of ``rounds`` (one
   evaluation near chance swings by several points); among FA's (lr, steps) points the best mean
   is chosen, and RM's weight is chosen the same way among the RM arms at that point, FA
-  (weight 0) included."""
+  (weight 0) included; AH's start is the best of the ``ah_*`` arms."""
   lines = [f"### Validation rule (seed {seed}, mean validation accuracy of rounds "
            f"{', '.join(map(str, rounds))})", "", "| arm | val acc % | |", "| --- | --- | --- |"]
   scores = {}
@@ -214,9 +222,11 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seed: in
   weights = {a: v for a, v in scores.items()
              if a == best_fa or (a.startswith("rm_authors") and arm_spec(a)[2] == best_fa)}
   best_rm = max(weights, key=weights.get, default=None)
+  starts = {a: v for a, v in scores.items() if a.startswith("ah_")}
+  best_ah = max(starts, key=starts.get, default=None)
   for arm, v in sorted(scores.items(), key=lambda kv: (kv[0] not in fa, -kv[1])):
-    marks = [m for m, chosen in (("FA's rate and steps", arm == best_fa), ("RM's weight (FA = 0)", arm == best_rm))
-             if chosen]
+    marks = [m for m, chosen in (("FA's rate and steps", arm == best_fa), ("RM's weight (FA = 0)", arm == best_rm),
+                                 ("AH's start", arm == best_ah)) if chosen]
     lines.append(f"| {arm_spec(arm)[0]} | {v:.2f} | {'; '.join(marks)} |")
   return "\n".join(lines + [""])
 
