@@ -9,6 +9,7 @@ Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of b
   rm_authors_w1e-3_lr0.01  1e-3 at client lr 0.01 (FA's rate chosen on validation)
   rm_reversed              FA+RM with the earlier layers (per-unit weight 0.3, logits top term)
   ah_kept, ah_start_fa_point   FA+AH from the flagfiles' start (0.01 x 20) or from FA's chosen point
+  rm_theta1e-2             FA+RM at FA's chosen point (0.05 x 2) with θ's Adam lr 1e-2
   fa_lr<r>[_steps<k>], rm_authors_w<c>_lr<r>[_steps<k>]   grid points: FA at client lr r (and k
                            local steps); FA+RM (authors') at weight c, lr r (and k steps)
 
@@ -64,6 +65,10 @@ ARMS = {
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
                     ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=reversed",
                      "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
+  # Matching layers fitted faster at FA's 2-step point: θ's Adam lr 1e-2 (rmah_fa_rm.cfg: 1e-3).
+  "rm_theta1e-2": ("FA+RM, authors' layers, 1e-4, lr 0.05, 2 steps, θ lr 1e-2",
+                   RM + ("--rm_weight=1e-4", "--client_lr=0.05", "--local_steps=2", "--rm_theta_lr=1e-2"),
+                   "fa_lr0.05_steps2"),
   # AH's start (the table's FA+AH cell: flagfiles' start lr 0.01 x 20 steps, steps grid 5..40)
   # against a start at FA's point chosen on validation, on a steps grid that holds it.
   "ah_kept": ("FA+AH, start lr 0.01 x 20 steps (flagfiles)", AH, "fa_lr0.05_steps2"),
