@@ -35,7 +35,7 @@ class Plan:
   seeds: int = 3
   rounds: int = 60  # Table 1
   rmah_extra: tuple[str, ...] = ("--rounds_per_eval=5",)
-  kws_seeds: int = 2
+  kws_seeds: int = 3  # FA and FA+RM on one-keyword clients; the other cells as the budget allowed
   kws_rounds: int = 30
   # A KWS round takes minutes on a CPU: save every round, so a stopped page loses at most one.
   kws_extra: tuple[str, ...] = ("--rounds_per_checkpoint=1",)
