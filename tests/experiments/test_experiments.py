@@ -149,7 +149,7 @@ def test_rmah_cells_parse_to_the_method():
           want = dict(line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
         assert float(want["client_lr"]) == cfg.process.client.lr
         assert int(want["local_steps"]) == cfg.process.client.local_steps
-        assert float(want.get("wd_mu", 0)) == cfg.process.client.wd_mu
+        assert float(want.get("wd_mu", 0.005 if "wd" in ing else 0)) == cfg.process.client.wd_mu  # else the flagfile's
       elif "fa" in ing:
         c = cfg.process.client
         assert (c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == ("expdecay", 0.5, 50)
