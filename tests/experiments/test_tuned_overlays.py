@@ -2,7 +2,6 @@
 flagfiles when it exists, left out with ``tuned=False`` (the study's runs), and described on the
 results page from its flags."""
 
-
 from tff_robust import experiments as ex
 from tff_robust.experiments import tables
 from tff_robust.experiments.page import tuned

@@ -42,20 +42,22 @@ def _finished(runs: Sequence[ex.Run]) -> dict[int, ex.Run]:
   return {r.seed: r for r in runs if r.status() == ex.DONE}
 
 
-def _metrics(runs: Sequence[ex.Run]) -> dict[int, dict[str, list[float]]]:
-  """seed -> the finished run's metrics.csv, each read once."""
-  return {s: plot.read_metrics(r.output_dir, need_ah=False) for s, r in _finished(runs).items()}
+def _metrics(finished: dict[int, ex.Run]) -> dict[int, dict[str, list[float]]]:
+  """seed -> the metrics.csv of `_finished`'s run, each read once."""
+  return {s: plot.read_metrics(r.output_dir, need_ah=False) for s, r in finished.items()}
 
 
 def versus_fa(methods: dict[str, Sequence[ex.Run]], fa: str = "FA") -> list[list[str]]:
   """One row per method but FA: each `COMPARED` quantity and the final test accuracy against FA's,
   paired by seed (mean ± SE over the seeds both finished; ratios as percent change)."""
-  base_runs, base = _finished(methods.get(fa, ())), _metrics(methods.get(fa, ()))
+  base_runs = _finished(methods.get(fa, ()))
+  base = _metrics(base_runs)
   rows = []
   for label, runs in methods.items():
     if label == fa:
       continue
-    mine_runs, mine = _finished(runs), _metrics(runs)
+    mine_runs = _finished(runs)
+    mine = _metrics(mine_runs)
     seeds = sorted(set(base) & set(mine))
     if not seeds:
       continue
@@ -85,7 +87,7 @@ def header() -> list[str]:
 def draw(out_png: str, methods: dict[str, Sequence[ex.Run]], title: str) -> str:
   """One panel per `PANELS` entry: each method's mean over its finished seeds, band min..max."""
   fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 3.6), squeeze=False)
-  read = {label: list(_metrics(runs).values()) for label, runs in methods.items()}
+  read = {label: list(_metrics(_finished(runs)).values()) for label, runs in methods.items()}
   for ax, (column, name, log) in zip(axes[0], PANELS):
     for label, records in read.items():
       records = [m for m in records if column in m and not all(math.isnan(v) for v in m[column])]

@@ -65,16 +65,16 @@ ARMS = {
     "rm_reversed": ("FA+RM, reversed layers (unit, 0.3)",
                     ("--flagfile=flags/rmah_fa_rm.cfg", "--rm_layers=reversed",
                      "--rm_normalize=unit", "--rm_weight=0.3"), "fa"),
-  # Matching layers fitted faster at FA's 2-step point: θ's Adam lr 1e-2 (rmah_fa_rm.cfg: 1e-3).
-  "rm_theta1e-2": ("FA+RM, authors' layers, 1e-4, lr 0.05, 2 steps, θ lr 1e-2",
-                   RM + ("--rm_weight=1e-4", "--client_lr=0.05", "--local_steps=2", "--rm_theta_lr=1e-2"),
-                   "fa_lr0.05_steps2"),
-  # AH's start (the table's FA+AH cell: flagfiles' start lr 0.01 x 20 steps, steps grid 5..40)
-  # against a start at FA's point chosen on validation, on a steps grid that holds it.
-  "ah_kept": ("FA+AH, start lr 0.01 x 20 steps (flagfiles)", AH, "fa_lr0.05_steps2"),
-  "ah_start_fa_point": ("FA+AH, start lr 0.05 x 2 steps, steps grid 1..20",
-                        AH + ("--ah_init_lr=0.05", "--ah_init_steps=2", "--ah_steps_grid=1,2,5,10,20",
-                              "--client_lr=0.05", "--local_steps=2"), "fa_lr0.05_steps2"),
+    # Matching layers fitted faster at FA's 2-step point: θ's Adam lr 1e-2 (rmah_fa_rm.cfg: 1e-3).
+    "rm_theta1e-2": ("FA+RM, authors' layers, 1e-4, lr 0.05, 2 steps, θ lr 1e-2",
+                     RM + ("--rm_weight=1e-4", "--client_lr=0.05", "--local_steps=2", "--rm_theta_lr=1e-2"),
+                     "fa_lr0.05_steps2"),
+    # AH's start (the table's FA+AH cell: flagfiles' start lr 0.01 x 20 steps, steps grid 5..40)
+    # against a start at FA's point chosen on validation, on a steps grid that holds it.
+    "ah_kept": ("FA+AH, start lr 0.01 x 20 steps (flagfiles)", AH, "fa_lr0.05_steps2"),
+    "ah_start_fa_point": ("FA+AH, start lr 0.05 x 2 steps, steps grid 1..20",
+                          AH + ("--ah_init_lr=0.05", "--ah_init_steps=2", "--ah_steps_grid=1,2,5,10,20",
+                                "--client_lr=0.05", "--local_steps=2"), "fa_lr0.05_steps2"),
 }
 
 
