@@ -13,7 +13,7 @@ def _run(root, name, val_by_round):
   with open(os.path.join(root, name, "metrics.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, ["round", "client_drift", "val_accuracy", "test_accuracy"])
     w.writeheader()
-    for t in range(1, 13):
+    for t in range(1, max(12, *val_by_round) + 1):
       v = val_by_round.get(t, "")
       w.writerow({"round": t, "client_drift": 0.5, "val_accuracy": v, "test_accuracy": v})
 
@@ -85,3 +85,33 @@ def test_validation_rule_picks_ahs_start_among_the_ah_arms_only(tmp_path):
   assert _mark(table, k.arm_spec("ah_kept")[0]).strip() == "AH's start"
   assert _mark(table, k.arm_spec("ah_start_fa_point")[0]).strip() == ""
   assert "--ah_init_steps=2" in k.arm_spec("ah_start_fa_point")[1] and k.arm_spec("ah_kept")[2] == "fa_lr0.05_steps2"
+
+
+def test_the_horizon_rule_averages_the_seeds_every_candidate_ran(tmp_path):
+  """At rounds 26-30 over seeds 0-1: RM's weight is chosen on the seeds mean (seed 0 alone would
+  pick 1e-4); a group with a candidate lacking seed 1 is compared on seed 0 only."""
+  root = str(tmp_path)
+  late = lambda v: {26: v, 28: v, 30: v}  # noqa: E731
+  _run(root, "fa_lr0.05_steps2_s0", late(0.35))
+  _run(root, "fa_lr0.05_steps2_s1", late(0.38))
+  _run(root, "rm_authors_w1e-4_lr0.05_steps2_s0", late(0.36))
+  _run(root, "rm_authors_w1e-4_lr0.05_steps2_s1", late(0.33))
+  _run(root, "fa_lr0.02_steps2_s0", late(0.30))
+  _run(root, "fa_lr0.1_steps2_s1", late(0.90))  # no seed 0: takes no part
+  _run(root, "ah_kept_s0", late(0.20))
+  _run(root, "ah_kept_s1", late(0.40))
+  _run(root, "ah_start_fa_point_s0", late(0.25))
+  _run(root, "rm_top_none_s0", late(0.34))
+  _run(root, "rm_top_none_s1", late(0.36))
+  table = k.validation_choice(root, k.HORIZON, (0, 1))
+  assert table.splitlines()[0].endswith("FA's point chosen on seeds 0, RM's weight on 0, 1, AH's start on 0, "
+                                        "RM's top term on 0, 1)")
+  # No top term (35.0) against the logits' (34.5) at the authors' weight; FA takes no part.
+  assert _mark(table, k.arm_spec("rm_top_none")[0]).strip() == "RM's top term"
+  assert _mark(table, "FA+RM, authors' layers, 1e-4, lr 0.05, 2 steps").strip() == ""
+  assert _mark(table, "FA (lr 0.05, 2 steps)").strip() == "FA's rate and steps; RM's weight (FA = 0)"
+  assert "| FA (lr 0.05, 2 steps) | 36.50 (s0 35.0, s1 38.0) |" in table
+  assert _mark(table, k.arm_spec("ah_start_fa_point")[0]).strip() == "AH's start"  # 25 > 20 on seed 0
+  assert "lr 0.1" not in table
+  # The 8-12 rule on the same runs finds no arm evaluated there.
+  assert len(k.validation_choice(root).splitlines()) == 4
