@@ -181,10 +181,10 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
                  "lr and local steps were chosen on the validation speakers: lr 0.05, 2 steps against the "
                  "flagfiles' 0.01 × 20 (`rmah_kws_c1.0_noniid_fa.cfg`, [the study](runs/kws_moderate/notes.md)); "
                  "that row's FA, FA+WD (μ not searched) and FA+RM run it, the iid row (not searched) and AH keep "
-                 "0.01 × 20 (AH's start: it beat FA's point on validation, as on MNIST). FA+RM is the authors' "
-                 "matching layers at their 1e-4 (validation's choice there, over none, 1e-3 and 1e-2); FA+RM+AH "
-                 "has **no top matching term** (`rmah_fa_rm_ah.cfg`). The runs made at 0.01 × 20 before the "
-                 "search: `docs/runs/kws_moderate/table3_lr0.01_steps20/`. The speech is synthetic.", ""]
+                 "0.01 × 20 (AH's start: it beat FA's point on validation at rounds 8–12 and 26–30). FA+RM is the "
+                 "authors' matching layers at their 1e-4 (validation's choice at rounds 8–12; at rounds 26–30 it "
+                 "prefers none to 1e-5, 1e-4 and 1e-3: the study's notes); FA+RM+AH has **no top matching term** "
+                 "(`rmah_fa_rm_ah.cfg`). Runs before the search: `runs/kws_moderate/table3_lr0.01_steps20/`.", ""]
   page.lines += md_table(summary.header, summary.body)
   body = [list(r.labels) + [RMAH_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
   page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
