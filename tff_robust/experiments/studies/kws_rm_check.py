@@ -223,7 +223,8 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
   the seeds of ``seeds`` that all its candidates ran (an arm needs ``seeds[0]`` to take part):
   FA's (lr, steps) point among the FA arms; RM's weight among the RM arms at that point, FA
   (weight 0) included; AH's start among the ``ah_*`` arms; RM's top term among the ``rm_top_*``
-  arms and the authors' weight at their point (its top term from the logits)."""
+  arms and the authors' weight at their point (its top term from the logits, kept unless another
+  source beats it by more than one standard error of the paired difference, rmah_fa_rm.cfg's rule)."""
   per_seed: dict[str, dict[int, float]] = {}
   for arm in arms_in(root):
     for s in seeds:
@@ -247,6 +248,11 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
   tops = [a for a in per_seed if a.startswith("rm_top_")]
   logits = {TOP_TERM_AT + arm_spec(a)[2][len("fa"):] for a in tops}  # fa_lr<r>_steps<k> -> the same point
   best_top, top_seeds = choose(tops + [a for a in per_seed if a in logits])
+  in_force = next((a for a in per_seed if a in logits), None)
+  if best_top in tops and in_force and len(top_seeds) > 1:  # rmah_fa_rm.cfg's rule for the top term:
+    gain, se = paired_difference([per_seed[best_top][s] for s in top_seeds],  # replace the logits only
+                                 [per_seed[in_force][s] for s in top_seeds])  # by more than one SE
+    best_top = best_top if gain > se else in_force
   on = lambda c: ", ".join(map(str, c)) or "none"  # noqa: E731
   lines = [f"### Validation rule (mean validation accuracy of rounds {on(rounds)}; FA's point chosen on "
            f"seeds {on(fa_seeds)}, RM's weight on {on(rm_seeds)}, AH's start on {on(ah_seeds)}, RM's top "
