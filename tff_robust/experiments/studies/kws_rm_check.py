@@ -219,7 +219,7 @@ def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
 def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: tuple[int, ...] = (0,)) -> str:
   """The rule that chooses FA's client lr and local steps, then RM's weight (markdown): an arm's
   score on a seed is its validation accuracy averaged over the evaluations of ``rounds`` (one
-  evaluation near chance swings by several points). Three choices, each the best mean score over
+  evaluation near chance swings by several points). Four choices, each the best mean score over
   the seeds of ``seeds`` that all its candidates ran (an arm needs ``seeds[0]`` to take part):
   FA's (lr, steps) point among the FA arms; RM's weight among the RM arms at that point, FA
   (weight 0) included; AH's start among the ``ah_*`` arms; RM's top term among the ``rm_top_*``
