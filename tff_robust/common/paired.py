@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
@@ -17,3 +17,23 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, fl
   mean = statistics.fmean(diffs) if diffs else math.nan
   se = statistics.stdev(diffs) / math.sqrt(n) if n > 1 else math.nan
   return mean, se
+
+
+def kept_unless_beaten(scores: Mapping[str, Sequence[float]], candidates: Sequence[str]) -> str | None:
+  """The rule that replaces a setting in force: the candidate with the best mean score, among
+  those that beat the first of ``candidates`` (the setting in force) by more than one standard
+  error of the paired difference (any margin with one pair); else the first. ``scores`` holds each
+  candidate's paired values in the same order; ``None`` when the first has none."""
+  first = candidates[0]
+  if first not in scores:
+    return None
+  best = first
+  for name in candidates[1:]:
+    if name not in scores:
+      continue
+    gain, se = paired_difference(scores[name], scores[first])
+    se = 0.0 if math.isnan(se) else se
+    clears = gain > se and not math.isclose(gain, se, rel_tol=1e-9)  # {0, x}: mean = SE, a tie
+    if clears and statistics.fmean(scores[name]) > statistics.fmean(scores[best]):
+      best = name
+  return best

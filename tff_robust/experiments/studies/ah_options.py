@@ -7,10 +7,10 @@ AH's server-held set). Finished runs are found, not redone. Prints (and writes) 
 per variant and row, final validation and test accuracy (%), mean ± sample std over seeds,
 and the variant the rule picks.
 
-Rule (`choose`, once per entry of `RULES`): the variant with the best validation accuracy
-averaged over the rows and seeds; it must beat the setting in force (the first candidate: the
-grid centre with eq. 7's baseline before this study; λ = 1) by more than one standard error of
-the paired (row, seed) difference, else that setting stays. The test split never chooses.
+Rule (`common.paired.kept_unless_beaten`, once per entry of `RULES`): the variant with the best
+validation accuracy averaged over the rows and seeds; it must beat the setting in force (the
+first candidate: the grid centre with eq. 7's baseline before this study; λ = 1) by more than one
+standard error of the paired (row, seed) difference, else that setting stays. The test split never chooses.
 Every variant names what it sets, so the table does not move when the flagfiles follow a
 choice (they now start AH at FA's operating point and use λ = 0.3).
 
@@ -30,6 +30,7 @@ import sys
 import numpy as np
 
 from tff_robust import experiments as ex
+from tff_robust.common.paired import kept_unless_beaten
 from tff_robust.flags import definitions, record
 from tff_robust.runtime.context import disown_default_context
 
@@ -183,29 +184,11 @@ def report(args) -> str:
     flags = " ".join(VARIANTS[name][1]) or "—"
     lines.append(f"| {name} ({VARIANTS[name][0]}) | {flags} | " + " | ".join(cells) + " |")
   for rule, candidates in RULES.items():
-    choice = choose(val_means, candidates)
+    choice = kept_unless_beaten({k: v.reshape(-1).tolist() for k, v in val_means.items()}, candidates)
     if choice:
       lines.append(f"\n{rule}: the rule picks **{choice}** among "
                    f"{', '.join(c for c in candidates if c in val_means)}.")
   return "\n".join(lines)
-
-
-def choose(val: dict[str, np.ndarray], candidates: tuple[str, ...]) -> str | None:
-  """The candidate with the best mean validation accuracy, if it beats the first (the current
-  setting) by more than one standard error of the paired (row, seed) difference; else the
-  first. ``None`` before the first has finished."""
-  first = candidates[0]
-  if first not in val:
-    return None
-  best, best_mean = first, float(val[first].mean())
-  for name in candidates[1:]:
-    if name not in val:
-      continue
-    diff = (val[name] - val[first]).reshape(-1)
-    se = diff.std(ddof=1) / math.sqrt(diff.size) if diff.size > 1 else 0.0
-    if val[name].mean() > best_mean and diff.mean() > se:
-      best, best_mean = name, float(val[name].mean())
-  return best
 
 
 def main() -> None:

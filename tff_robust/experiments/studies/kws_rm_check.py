@@ -46,7 +46,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tff_robust import plot  # noqa: E402
-from tff_robust.common.paired import paired_difference  # noqa: E402
+from tff_robust.common.paired import kept_unless_beaten, paired_difference  # noqa: E402
 
 BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
         "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
@@ -248,11 +248,10 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
   tops = [a for a in per_seed if a.startswith("rm_top_")]
   logits = {TOP_TERM_AT + arm_spec(a)[2][len("fa"):] for a in tops}  # fa_lr<r>_steps<k> -> the same point
   best_top, top_seeds = choose(tops + [a for a in per_seed if a in logits])
-  in_force = next((a for a in per_seed if a in logits), None)
-  if best_top in tops and in_force and len(top_seeds) > 1:  # rmah_fa_rm.cfg's rule for the top term:
-    gain, se = paired_difference([per_seed[best_top][s] for s in top_seeds],  # replace the logits only
-                                 [per_seed[in_force][s] for s in top_seeds])  # by more than one SE
-    best_top = best_top if gain > se else in_force
+  in_force = [a for a in per_seed if a in logits]
+  if in_force:  # rmah_fa_rm.cfg's rule for the top term: the logits stay unless beaten by one SE
+    best_top = kept_unless_beaten({a: [per_seed[a][s] for s in top_seeds] for a in in_force + tops},
+                                  in_force[:1] + tops)
   on = lambda c: ", ".join(map(str, c)) or "none"  # noqa: E731
   lines = [f"### Validation rule (mean validation accuracy of rounds {on(rounds)}; FA's point chosen on "
            f"seeds {on(fa_seeds)}, RM's weight on {on(rm_seeds)}, AH's start on {on(ah_seeds)}, RM's top "
