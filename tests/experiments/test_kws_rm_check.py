@@ -123,3 +123,19 @@ def test_the_horizon_rule_averages_the_seeds_every_candidate_ran(tmp_path):
   assert _mark(table, k.arm_spec("rm_top_none")[0]).strip() == ""
   # The 8-12 rule on the same runs finds no arm evaluated there.
   assert len(k.validation_choice(root).splitlines()) == 4
+
+
+def test_the_weight_can_be_chosen_at_a_given_schedule(tmp_path):
+  root = str(tmp_path)
+  evals = lambda v: {8: v, 10: v, 12: v}  # noqa: E731
+  _run(root, "fa_lr0.05_steps2_s0", evals(0.30))  # FA's chosen point
+  _run(root, "rm_authors_w1e-4_lr0.05_steps2_s0", evals(0.28))
+  _run(root, "fa_lr0.1_s0", evals(0.10))  # a schedule where FA stays at chance
+  _run(root, "rm_authors_w1e-4_lr0.1_s0", evals(0.11))
+  _run(root, "rm_authors_w1e-3_lr0.1_s0", evals(0.19))
+  at_point = k.validation_choice(root)
+  assert _mark(at_point, "FA (lr 0.05, 2 steps)").strip() == "FA's rate and steps; RM's weight (FA = 0)"
+  at_failing = k.validation_choice(root, rm_at="fa_lr0.1")
+  assert _mark(at_failing, "FA+RM, authors' layers, 1e-3, lr 0.1").strip() == "RM's weight (FA = 0)"
+  assert "RM's weight at FA (lr 0.1) on 0" in at_failing
+  assert _mark(at_failing, "FA (lr 0.05, 2 steps)").strip() == "FA's rate and steps"

@@ -3,6 +3,7 @@
 layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__main__`). The
 studies that chose settings (`studies`) and the results page (`page`) are sub-packages built on
 this runner, each with its own imports (their `__init__`s say which); the runner imports neither.
+`kws_study` names the keyword study's runs for both (the study writes them, the page reads them).
 
 This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
 check loads `tff_robust.tasks` only when asked). The names below are its public API, each

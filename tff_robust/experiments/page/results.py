@@ -14,7 +14,7 @@ its PNGs:
    every longer run of them on record (`horizon`);
 2. seed 000 Table 3 on the espeak keyword corpus with acoustic effects (built into ROOT/kws_corpus
    if missing): C = 1.0, one keyword per client for FA, FA+WD, FA+RM, FA+RM+AH, FA+AH, and iid
-   clients for FA, FA+RM, FA+RM+AH;
+   clients for FA, FA+RM, FA+RM+AH; FA against FA+RM where FA fails (`rescue`);
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
    first and last values in every run judged against the seed's reading (`fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
@@ -56,7 +56,7 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-from tff_robust.experiments.page import clients, fig3, horizon, timings, tuned  # noqa: E402
+from tff_robust.experiments.page import clients, fig3, horizon, rescue, timings, tuned  # noqa: E402
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, FEDOPT_LABELS, FEDOPT_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
     Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
@@ -201,6 +201,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   clients.section(page, {k: v for k, v in panel.items() if "(iid)" not in k},
                   {METHOD_LABELS[c]: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"},
                   plan.kws_rounds)
+  rescue.section(page, root)
 
 
 def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
@@ -337,7 +338,6 @@ def section_bench(page: Page, found: dict) -> None:
 # ---- CLI ----------------------------------------------------------------------------------
 
 EARLIER_SECTIONS = {"seed004": "fedopt", "seed002": "fedex"}  # --sections' names before the rename
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,24 +29,21 @@ difference to FA ± its standard error at the last round both evaluated; and a P
     # the same on the corpus built with --effects=moderate (docs/runs/kws_moderate/notes.md):
     uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate \\
         --corpus=/tmp/kws_mod --png=docs/kws_moderate.png --seeds=1 --run=fa_lr0.01,rm_authors_w1e-4_lr0.01
+    # a figure of some arms only (the summary still reads every arm):
+    uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate --seeds=2 \
+        --png=docs/kws_rescue.png --png_arms=fa_lr0.1,rm_authors_w1e-3_lr0.1
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import re
 import subprocess
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tff_robust import plot  # noqa: E402
-from tff_robust.common.paired import kept_unless_beaten, paired_difference  # noqa: E402
+from tff_robust.common.paired import kept_unless_beaten, paired_difference
+from tff_robust.experiments.kws_study import FAILING_FA, HORIZON, draw, read
 
 BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
         "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
@@ -106,7 +103,6 @@ def arm_spec(arm: str) -> tuple[str, tuple[str, ...], str | None]:
 
 
 TOP_TERM_AT = "rm_authors_w1e-4"  # the rm_top_* arms are set against the authors' weight (the table's FA+RM)
-HORIZON = (26, 28, 30)  # Table 3's last evaluations: the rule's window since the 8-12 one misled
 
 COLUMNS = (("test_accuracy", "test acc", 100), ("test_loss", "test loss", 1),
            ("val_accuracy", "val acc", 100), ("client_drift", "drift", 1),
@@ -117,11 +113,6 @@ def command(arm: str, seed: int, rounds: int, root: str, corpus: str) -> list[st
   return [sys.executable, "-m", "tff_robust.main", *BASE, *arm_spec(arm)[1], f"--seed={seed}",
           f"--rounds={rounds}", f"--data_dir={corpus}", f"--root_output_dir={root}",
           f"--experiment_name={arm}_s{seed}"]
-
-
-def read(run_dir: str) -> list[dict[str, float]]:
-  with open(os.path.join(run_dir, "metrics.csv")) as f:
-    return [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
 
 
 def arms_in(root: str) -> list[str]:
@@ -194,29 +185,8 @@ def summary(root: str, seeds: int) -> tuple[str, dict]:
   return "\n".join(lines), {arm: list(by_seed) for arm, by_seed in runs.items()}
 
 
-def draw(out_png: str, root: str, arms: dict[str, list[int]]) -> str:
-  """Six panels, mean over seeds with the seeds' min..max band, one line per arm."""
-  keys = ("test_accuracy", "val_loss", "client_drift", "update_norm", "train_loss", "rm_loss")
-  names = ("test accuracy", "validation loss", "client drift ‖w^i − w_t‖", "update norm ‖Δ_t‖",
-           "clients' cross-entropy", "eq. 1 (sum over units, per example)")
-  fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
-  for arm, seeds in arms.items():
-    rs = [plot.read_metrics(os.path.join(root, f"{arm}_s{s}"), need_ah=False) for s in seeds]
-    for ax, key in zip(axes.flat, keys):
-      if key in rs[0]:
-        plot.mean_band(ax, *plot.aligned(rs, key), arm_spec(arm)[0], color=f"C{list(arms).index(arm) % 10}")
-  for ax, name in zip(axes.flat, names):
-    ax.set_title(name)
-    ax.set_xlabel("round")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  for k in (2, 3, 5):   # a diverged arm would flatten the others
-    axes.flat[k].set_yscale("log")
-  return plot.save(fig, out_png, "KWS (espeak, Speech Commands scale), one keyword per client, C = 1.0",
-                   dpi=100)
-
-
-def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: tuple[int, ...] = (0,)) -> str:
+def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: tuple[int, ...] = (0,),
+                      rm_at: str | None = None) -> str:
   """The rule that chooses FA's client lr and local steps, then RM's weight (markdown): an arm's
   score on a seed is its validation accuracy averaged over the evaluations of ``rounds`` (one
   evaluation near chance swings by several points). Four choices, each the best mean score over
@@ -224,7 +194,8 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
   FA's (lr, steps) point among the FA arms; RM's weight among the RM arms at that point, FA
   (weight 0) included; AH's start among the ``ah_*`` arms; RM's top term among the ``rm_top_*``
   arms and the authors' weight at their point (its top term from the logits, kept unless another
-  source beats it by more than one standard error of the paired difference, rmah_fa_rm.cfg's rule)."""
+  source beats it by more than one standard error of the paired difference, rmah_fa_rm.cfg's rule).
+  ``rm_at`` (an FA arm) chooses RM's weight at that schedule instead of FA's chosen point."""
   per_seed: dict[str, dict[int, float]] = {}
   for arm in arms_in(root):
     for s in seeds:
@@ -242,8 +213,9 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
     return max(group, key=mean, default=None), common
 
   best_fa, fa_seeds = choose([a for a in per_seed if a == "fa" or a.startswith("fa_")])
-  best_rm, rm_seeds = choose([a for a in per_seed if a == best_fa
-                              or (a.startswith("rm_authors") and arm_spec(a)[2] == best_fa)])
+  at = rm_at or best_fa
+  best_rm, rm_seeds = choose([a for a in per_seed if a == at
+                              or (a.startswith("rm_authors") and arm_spec(a)[2] == at)])
   best_ah, ah_seeds = choose([a for a in per_seed if a.startswith("ah_")])
   tops = [a for a in per_seed if a.startswith("rm_top_")]
   logits = {TOP_TERM_AT + arm_spec(a)[2][len("fa"):] for a in tops}  # fa_lr<r>_steps<k> -> the same point
@@ -253,8 +225,9 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
     best_top = kept_unless_beaten({a: [per_seed[a][s] for s in top_seeds] for a in in_force + tops},
                                   in_force[:1] + tops)
   on = lambda c: ", ".join(map(str, c)) or "none"  # noqa: E731
+  where = f" at {arm_spec(at)[0]}" if rm_at else ""
   lines = [f"### Validation rule (mean validation accuracy of rounds {on(rounds)}; FA's point chosen on "
-           f"seeds {on(fa_seeds)}, RM's weight on {on(rm_seeds)}, AH's start on {on(ah_seeds)}, RM's top "
+           f"seeds {on(fa_seeds)}, RM's weight{where} on {on(rm_seeds)}, AH's start on {on(ah_seeds)}, RM's top "
            f"term on {on(top_seeds)})", "",
            "| arm | val acc % | |", "| --- | --- | --- |"]
   for arm, v in sorted(per_seed.items(), key=lambda kv: (not kv[0].startswith("fa"), -kv[1][seeds[0]])):
@@ -274,7 +247,14 @@ def main() -> None:
   p.add_argument("--rounds", type=int, default=12)
   p.add_argument("--run", default="", help="comma-separated arms whose missing seeds to run first")
   p.add_argument("--png", default="docs/kws_rm_check.png")
+  p.add_argument("--png_arms", default="", help="comma-separated arms the figure draws (default: every arm run)")
   a = p.parse_args()
+  drawn = list(filter(None, a.png_arms.split(",")))
+  for arm in drawn:
+    try:
+      arm_spec(arm)
+    except ValueError as e:
+      p.error(f"--png_arms: {e}")
   for arm in filter(None, a.run.split(",")):
     try:
       arm_spec(arm)
@@ -288,11 +268,17 @@ def main() -> None:
   text, runs = summary(a.root, a.seeds)
   # The rule as first written (rounds 8-12, seed 0), then at Table 3's horizon over two seeds: the
   # first window ended before RM's lead did (docs/runs/kws_moderate/notes.md).
-  text = "\n".join((validation_choice(a.root), validation_choice(a.root, HORIZON, (0, 1)), text))
+  # Third: RM's weight where FA's training fails (lr 0.1 x 20 steps: the averaged model at chance).
+  text = "\n".join((validation_choice(a.root), validation_choice(a.root, HORIZON, (0, 1)),
+                    validation_choice(a.root, (8, 10, 12), (0, 1), rm_at=FAILING_FA), text))
   with open(os.path.join(a.root, "summary.md"), "w") as f:
     f.write(text + "\n")
   print(text)
-  print(draw(a.png, a.root, runs))
+  missing = [arm for arm in drawn if arm not in runs]
+  if missing:
+    p.error(f"--png_arms: {', '.join(missing)} not run under {a.root}; run: {', '.join(runs)}")
+  drawn_runs = {arm: runs[arm] for arm in drawn} if drawn else runs
+  print(draw(a.png, a.root, drawn_runs, lambda arm: arm_spec(arm)[0]))
 
 
 if __name__ == "__main__":
