@@ -37,6 +37,9 @@ def test_rm_is_set_against_fa_at_the_failing_schedule_seed_by_seed(tmp_path):
     early, late = (0.2, 0.3)[s], 0.4
     _study_run(root, f"rm_authors_w1e-3_lr0.1_s{s}", lambda t, e=early: e if t <= 12 else late,
                lambda t, e=early: (e if t <= 12 else late) + 0.01)
+  os.makedirs(os.path.join(root, rescue.STUDY, "rm_authors_w1e-2_lr0.1_s0"))  # stopped at round 2
+  with open(os.path.join(root, rescue.STUDY, "rm_authors_w1e-2_lr0.1_s0", "metrics.csv"), "w") as f:
+    f.write("round,train_loss,val_accuracy,test_accuracy\n1,0,,\n2,0,0.1,0.1\n")
   _study_run(root, "fa_lr0.05_steps2_s0", lambda t: 0.3, lambda t: 0.3)  # another schedule: not read
   _study_run(root, "rm_authors_w1e-3_lr0.05_steps2_s0", lambda t: 0.9, lambda t: 0.9)
   page = FakePage(str(tmp_path / "docs"))
@@ -47,6 +50,8 @@ def test_rm_is_set_against_fa_at_the_failing_schedule_seed_by_seed(tmp_path):
       "| 10.0 | 26.0 | +16.0 ± 5.0: held |",
       "| FA+RM, authors' layers, 1e-3 | 0, 1 | 26–30 | 10.0 | 40.0 | +30.0 ± 0.0: held "
       "| 10.0 | 41.0 | +31.0 ± 0.0: held |"]
+  assert "stopped before a window's evaluations (see the notes): FA+RM, authors' layers, 1e-2 (2 rounds)." \
+      in " ".join(page.lines)
   assert len(page.drawn) == 1 and os.path.isfile(page.drawn[0])
 
 

@@ -39,7 +39,8 @@ def read(run_dir: str) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
 
 
-def draw(out_png: str, root: str, arms: Mapping[str, Sequence[int]], label: Callable[[str], str]) -> str:
+def draw(out_png: str, root: str, arms: Mapping[str, Sequence[int]], label: Callable[[str], str],
+         title: str = "KWS (espeak, Speech Commands scale), one keyword per client, C = 1.0") -> str:
   """Six panels, mean over seeds with the seeds' min..max band, one line per arm (``label(arm)``)."""
   keys = ("test_accuracy", "val_loss", "client_drift", "update_norm", "train_loss", "rm_loss")
   names = ("test accuracy", "validation loss", "client drift ‖w^i − w_t‖", "update norm ‖Δ_t‖",
@@ -58,5 +59,4 @@ def draw(out_png: str, root: str, arms: Mapping[str, Sequence[int]], label: Call
       ax.legend(fontsize=7)
   for k in (2, 3, 5):   # a diverged arm would flatten the others
     axes.flat[k].set_yscale("log")
-  return plot.save(fig, out_png, "KWS (espeak, Speech Commands scale), one keyword per client, C = 1.0",
-                   dpi=100)
+  return plot.save(fig, out_png, title, dpi=100)
