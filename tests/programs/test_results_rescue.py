@@ -55,6 +55,22 @@ def test_rm_is_set_against_fa_at_the_failing_schedule_seed_by_seed(tmp_path):
   assert len(page.drawn) == 1 and os.path.isfile(page.drawn[0])
 
 
+def test_the_figure_draws_the_seeds_that_ran_longest(tmp_path):
+  root = str(tmp_path)
+  for s in (0, 1):
+    _study_run(root, f"fa_lr0.1_s{s}", lambda t: 0.10, lambda t: 0.10)
+    _study_run(root, f"rm_authors_w1e-3_lr0.1_s{s}", lambda t: 0.2, lambda t: 0.2)
+  folder = os.path.join(root, rescue.STUDY, "fa_lr0.1_s2")  # a third seed stopped at round 12
+  os.makedirs(folder)
+  with open(os.path.join(folder, "metrics.csv"), "w") as f:
+    f.write("round,val_accuracy,test_accuracy\n" + "".join(f"{t},0.1,0.1\n" for t in range(1, 13)))
+  page = FakePage(str(tmp_path / "docs"))
+  captions = []
+  page.figure = lambda name, draw, caption: captions.append(caption)
+  rescue.section(page, root)
+  assert "FA: seeds 0, 1 (30 rounds); FA+RM, authors' layers, 1e-3: seeds 0, 1 (30 rounds)" in captions[0]
+
+
 def test_nothing_is_written_without_fa_at_that_schedule(tmp_path):
   _study_run(str(tmp_path), "rm_authors_w1e-3_lr0.1_s0", lambda t: 0.2, lambda t: 0.2)
   page = FakePage(str(tmp_path / "docs"))

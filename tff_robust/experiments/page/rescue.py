@@ -85,9 +85,18 @@ def section(page, root: str) -> None:
   if short:
     page.lines += [f"Run there but stopped before a window's evaluations (see the notes): {', '.join(short)}.", ""]
   shown = {row[0] for row in body}
-  arms = {study.FAILING_FA: sorted(fa), **{a: sorted(s) for a, s in runs.items() if label(a) in shown}}
+  arms = {a: _longest(r) for a, r in [(study.FAILING_FA, fa)] + list(runs.items()) if a == study.FAILING_FA
+          or label(a) in shown}
+  drawn = "; ".join(f"{label(a)}: seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))} "
+                    f"({len((fa if a == study.FAILING_FA else runs[a])[s[0]])} rounds)" for a, s in arms.items())
   page.figure("results_kws_rescue.png",
               lambda p: study.draw(p, os.path.join(root, STUDY), arms, label,
                                    "FA and FA+RM where FA fails: one keyword per client, lr 0.1 × 20 steps"),
-              f"One keyword per client at lr 0.1 × 20 local steps, FA and FA+RM (mean over seeds, band "
-              f"min..max); {page.stamp}, `{page.command}`.")
+              f"One keyword per client at lr 0.1 × 20 local steps, FA and FA+RM (mean over the seeds that ran "
+              f"each arm longest, band min..max; {drawn}); {page.stamp}, `{page.command}`.")
+
+
+def _longest(by_seed: dict[int, list]) -> list[int]:
+  """The seeds that ran the most rounds (a curve over seeds ends where its shortest run does)."""
+  most = max(len(r) for r in by_seed.values())
+  return sorted(s for s, r in by_seed.items() if len(r) == most)
