@@ -17,6 +17,8 @@ Arms (one keyword per client, C = 1.0, the seed-000 KWS flagfiles: 20 steps of b
 `validation_choice` is the rule that picks FA's rate and local steps, then RM's weight there
 (FA = weight 0), and AH's start among the `ah_*` arms, on the validation speakers only: first
 written over rounds 8-12 of seed 0, now over Table 3's last evaluations (`HORIZON`) and seeds 0-1.
+A third reading chooses RM's weight at the schedule where FA fails (`FAILING_FA`: lr 0.1 x 20
+steps, the averaged model at chance), where the seed's rescue is a claim at all.
 
 Each run is `python -m tff_robust.main` (the flags below); `--run=ARM,ARM` runs the missing
 seeds of those arms one after another. The summary reads every `ARM_sS/metrics.csv` under
@@ -30,8 +32,8 @@ difference to FA ± its standard error at the last round both evaluated; and a P
     uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate \\
         --corpus=/tmp/kws_mod --png=docs/kws_moderate.png --seeds=1 --run=fa_lr0.01,rm_authors_w1e-4_lr0.01
     # a figure of some arms only (the summary still reads every arm):
-    uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate --seeds=2 \
-        --png=docs/kws_rescue.png --png_arms=fa_lr0.1,rm_authors_w1e-3_lr0.1
+    uv run python -m tff_robust.experiments.studies.kws_rm_check --root=docs/runs/kws_moderate --seeds=3 \\
+        --png=/tmp/kws_rescue.png --png_arms=fa_lr0.1,rm_authors_w1e-3_lr0.1
 """
 
 from __future__ import annotations
