@@ -39,6 +39,14 @@ def read(run_dir: str) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
 
 
+def window_mean(rows: list[dict[str, float]], key: str, rounds: Sequence[int]) -> float | None:
+  """``key``'s mean over the evaluations at ``rounds``, in % (None unless every one was evaluated)."""
+  at = {int(r["round"]): r for r in rows}
+  if not all(key in at.get(t, {}) for t in rounds):
+    return None
+  return sum(at[t][key] for t in rounds) / len(rounds) * 100
+
+
 def draw(out_png: str, root: str, arms: Mapping[str, Sequence[int]], label: Callable[[str], str],
          title: str = "KWS (espeak, Speech Commands scale), one keyword per client, C = 1.0") -> str:
   """Six panels, mean over seeds with the seeds' min..max band, one line per arm (``label(arm)``)."""

@@ -41,13 +41,6 @@ def _runs(root: str) -> dict[str, dict[int, list[dict[str, float]]]]:
   return found
 
 
-def _window(rows: list[dict[str, float]], key: str, rounds: tuple[int, ...]) -> float | None:
-  at = {int(r["round"]): r for r in rows}
-  if not all(key in at.get(t, {}) for t in rounds):
-    return None
-  return sum(at[t][key] for t in rounds) / len(rounds) * 100
-
-
 def section(page, root: str) -> None:
   """The paragraph, table and figure (``page``: a `results.Page`; ``root``: the runs' folder)."""
   runs = _runs(root)
@@ -58,14 +51,14 @@ def section(page, root: str) -> None:
   for arm, by_seed in sorted(runs.items(), key=lambda kv: float(study.rm_weight(kv[0], study.FAILING_FA))):
     rows_before = len(body)
     for rounds in WINDOWS:
-      seeds = [s for s in sorted(set(by_seed) & set(fa))
-               if None not in (_window(by_seed[s], "val_accuracy", rounds), _window(fa[s], "val_accuracy", rounds))]
+      seeds = [s for s in sorted(set(by_seed) & set(fa)) if None not in
+               (study.window_mean(r[s], "val_accuracy", rounds) for r in (by_seed, fa))]
       if not seeds:
         continue
       cells = []
       for key in ("val_accuracy", "test_accuracy"):
-        a = {s: _window(by_seed[s], key, rounds) for s in seeds}
-        b = {s: _window(fa[s], key, rounds) for s in seeds}
+        a = {s: study.window_mean(by_seed[s], key, rounds) for s in seeds}
+        b = {s: study.window_mean(fa[s], key, rounds) for s in seeds}
         cells += [f"{sum(b.values()) / len(seeds):.1f}", f"{sum(a.values()) / len(seeds):.1f}",
                   judge(a, b, names=("FA+RM", "FA")).text(digits=1)]
       body.append([label(arm), ", ".join(map(str, seeds)), f"{rounds[0]}–{rounds[-1]}"] + cells)
@@ -77,8 +70,9 @@ def section(page, root: str) -> None:
       "The seed's rescue is a claim about a schedule where FA's training fails. At FA's chosen point above it "
       f"does not; at lr 0.1 with 20 local steps it does (FA's validation accuracy {100 * min(fa_val):.1f}–"
       f"{100 * max(fa_val):.1f} % at every evaluation from round 4 on, seeds {', '.join(map(str, sorted(fa)))}; "
-      "chance is 10 %). FA and FA+RM (the authors' layers; every weight run there) on the same seeds, mean validation and test "
-      "accuracy (%) over the window's evaluations, the claim FA+RM − FA > 0 judged by the page's rule; "
+      "chance is 10 %). FA and FA+RM (the authors' layers; every weight run there) on the same seeds, mean "
+      "validation and test accuracy (%) over the window's evaluations, the claim FA+RM − FA > 0 judged by the "
+      "page's rule; "
       f"runs and weights: [runs/{STUDY}/notes.md](runs/{STUDY}/notes.md).", ""]
   page.lines += markdown.table(["method", "seeds", "rounds", "FA val", "FA+RM val", "FA+RM − FA (val)",
                                 "FA test", "FA+RM test", "FA+RM − FA (test)"], body) + [""]

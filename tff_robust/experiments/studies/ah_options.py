@@ -86,9 +86,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # against the tuned point on the grid widened to hold it inside (lr up to 1, steps from 1).
     "fa_start_grid6x5": ("FA+AH", FA_START + GRID_6X5),
     "tuned_start": ("FA+AH", ("--ah_init_lr=0.3", "--ah_init_steps=1") + GRID_7X7),
-  # The start in force on the widened grid: on C = 1.0 one-class clients μ_lr ends at or near the
-  # 6 x 5 grid's top (0.3, 0.3, 0.25) in Table 1's FA+RM+AH, i.e. the grid may stop the policy.
-  "fa_start_grid7x7": ("FA+AH", FA_START + GRID_7X7),
+    # The start in force on the widened grid: on C = 1.0 one-class clients μ_lr ends at or near the
+    # 6 x 5 grid's top (0.3, 0.3, 0.25) in Table 1's FA+RM+AH, i.e. the grid may stop the policy.
+    "fa_start_grid7x7": ("FA+AH", FA_START + GRID_7X7),
     "fa_noer": ("FA", ("--er_h_min=0",)),
     "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--er_h_min=0")),
 }

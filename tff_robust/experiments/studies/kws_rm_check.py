@@ -45,7 +45,7 @@ import subprocess
 import sys
 
 from tff_robust.common.paired import kept_unless_beaten, paired_difference
-from tff_robust.experiments.kws_study import FAILING_FA, HORIZON, draw, read
+from tff_robust.experiments.kws_study import FAILING_FA, HORIZON, draw, read, window_mean
 
 BASE = ("--flagfile=flags/rmah_common.cfg", "--flagfile=flags/rmah_kws.cfg",
         "--flagfile=flags/rmah_fa.cfg", "--partition=one_class", "--client_fraction=1.0",
@@ -204,9 +204,9 @@ def validation_choice(root: str, rounds: tuple[int, ...] = (8, 10, 12), seeds: t
       run_dir = os.path.join(root, f"{arm}_s{s}")
       if not os.path.isfile(os.path.join(run_dir, "metrics.csv")):
         continue
-      at = {int(r["round"]): r for r in read(run_dir)}
-      if all("val_accuracy" in at.get(t, {}) for t in rounds):
-        per_seed.setdefault(arm, {})[s] = sum(at[t]["val_accuracy"] for t in rounds) / len(rounds) * 100
+      score = window_mean(read(run_dir), "val_accuracy", rounds)
+      if score is not None:
+        per_seed.setdefault(arm, {})[s] = score
   per_seed = {a: v for a, v in per_seed.items() if seeds[0] in v}
 
   def choose(group: list[str]) -> tuple[str | None, tuple[int, ...]]:
