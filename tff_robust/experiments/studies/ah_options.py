@@ -89,6 +89,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # The start in force on the widened grid: on C = 1.0 one-class clients μ_lr ends at or near the
     # 6 x 5 grid's top (0.3, 0.3, 0.25) in Table 1's FA+RM+AH, i.e. the grid may stop the policy.
     "fa_start_grid7x7": ("FA+AH", FA_START + GRID_7X7),
+    # Eq. 7's step η_H (the flagfiles' 0.05, never searched) a factor 5 and 4 either side, at the
+    # start in force; and the tuned start at the small step (it stays near lr 0.3, 1 step longer).
+    "fa_start_hlr0.01": ("FA+AH", FA_START + GRID_6X5 + ("--ah_hyper_lr=0.01",)),
+    "fa_start_hlr0.2": ("FA+AH", FA_START + GRID_6X5 + ("--ah_hyper_lr=0.2",)),
+    "tuned_start_hlr0.01": ("FA+AH", ("--ah_init_lr=0.3", "--ah_init_steps=1") + GRID_7X7 + ("--ah_hyper_lr=0.01",)),
     "fa_noer": ("FA", ("--er_h_min=0",)),
     "rm_ah_w0.3_noer": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--er_h_min=0")),
 }
@@ -98,6 +103,7 @@ RULES = {
     "AH baseline at the centre": ("centre", "centre_hold", "centre_detrended"),
     "AH baseline at FA's start": ("fa_start", "fa_start_detrended"),
     "AH's start after FA's tuning": ("fa_start_grid6x5", "tuned_start", "fa_start_grid7x7"),
+    "AH's step η_H": ("fa_start_grid6x5", "fa_start_hlr0.01", "fa_start_hlr0.2", "tuned_start_hlr0.01"),
     "RM weight": ("rm", "rm_w0.3"),
     "FA+RM+AH's baseline": ("rm_ah_w0.3", "rm_ah_w0.3_detrended"),
     "θ's rate in FA+RM+AH": ("rm_ah_w0.3", "rm_ah_w0.3_follows"),
