@@ -33,6 +33,7 @@ def test_groups_rounds_by_sampled_lr_within_the_phase(tmp_path):
   assert got[0.1]["advantage"] == pytest.approx(((0.04 - 0.01) + (0.02 - 0.03)) / 2)
   assert got[0.1]["rm_loss"] == pytest.approx(10.0)
   assert got[0.3]["update_norm"] == pytest.approx(0.6)
+  assert got[0.1]["raised"] == 0.0 and got[0.3]["raised"] == 1.0  # r_t < 0: the round raised the loss
 
 
 def test_correlation_sign_follows_the_advantage(tmp_path):
@@ -53,3 +54,15 @@ def test_prints_both_methods_and_names_missing_runs(tmp_path, capsys):
   assert "FA+AH" in out and "FA+RM+AH" in out and "rounds 1-8" in out
   assert ah.main([f"--root={tmp_path}", "--seeds=2"]) == 2
   assert "noniid_fa_ah_s1" in capsys.readouterr().err
+
+
+def test_one_method_is_read_alone_and_an_unknown_one_is_named(tmp_path, capsys):
+  _write(str(tmp_path / "rmah_mnist_c0.5_noniid_fa_ah_s0" / "metrics.csv"),
+         [(t, 0.3, -0.1 if t % 2 else 0.05, 0.0, 0.0, 0.1) for t in range(1, 7)])
+  assert ah.main([f"--root={tmp_path}", "--seeds=1", "--row=c0.5_noniid", "--methods=fa_ah", "--phases=1,6"]) == 0
+  out = capsys.readouterr().out
+  assert "FA+RM+AH" not in out
+  assert "FA+AH     0.3      5  -0.010  0.40" in out  # rounds 2-6: rewards .05 -.1 .05 -.1 .05
+  with pytest.raises(SystemExit):
+    ah.main([f"--root={tmp_path}", "--methods=fa_wd"])
+  assert "--methods=fa_wd: fa_wd not in fa_ah, fa_rm_ah" in capsys.readouterr().err

@@ -21,7 +21,6 @@ choice (they now start AH at FA's operating point and use λ = 0.3).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -201,24 +200,6 @@ def report(args) -> str:
   return "\n".join(lines)
 
 
-def rewards_by_lr(name: str, row: str, args) -> list[str]:
-  """Eq. 7's reward r_t = (L_t − L_{t+1}) / L_t grouped by the client lr sampled that round, over a
-  variant's seeds (rounds ≥ 2, when L_t is known): ``lr: rounds, mean r_t, share of r_t < 0``.
-  What REINFORCE climbs: a lr whose rounds often raise the server's loss loses probability."""
-  by_lr: dict[float, list[float]] = {}
-  for s in range(args.seeds):
-    run_dir = ex.Run(ex.rmah_cell("mnist", row, METHOD_KEYS[VARIANTS[name][0]]), s,
-                     os.path.join(args.root, name)).output_dir
-    path = os.path.join(run_dir, "metrics.csv")
-    if os.path.exists(path):
-      with open(path) as f:
-        for rec in csv.DictReader(f):
-          if rec.get("ah_reward") and int(rec["round"]) > 1:
-            by_lr.setdefault(float(rec["client_lr"]), []).append(float(rec["ah_reward"]))
-  return [f"{lr:g}: {len(r)}, {np.mean(r):+.3f}, {np.mean(np.asarray(r) < 0):.2f}"
-          for lr, r in sorted(by_lr.items())]
-
-
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--root", default="/tmp/tff_robust/ah_options")
@@ -231,7 +212,6 @@ def main() -> None:
   p.add_argument("--validation_fraction", type=float, default=0.1)
   p.add_argument("--out", default=None, help="also write the table to this Markdown file")
   p.add_argument("--report_only", action="store_true", help="read finished runs; run nothing")
-  p.add_argument("--rewards", action="store_true", help="also print eq. 7's reward per sampled lr")
   args = p.parse_args()
   unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
   if unknown:
@@ -240,11 +220,6 @@ def main() -> None:
     for name in args.variants.split(","):
       run_variant(name, args)
   table = report(args)
-  if args.rewards:
-    table += "\n\nEq. 7's reward by the sampled client lr (lr: rounds, mean r_t, share r_t < 0):\n"
-    for name in args.variants.split(","):
-      for row in args.rows.split(","):
-        table += f"\n- {name}, {row}: " + "; ".join(rewards_by_lr(name, row, args))
   print(table)
   if args.out:
     with open(args.out, "w") as f:
