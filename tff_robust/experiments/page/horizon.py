@@ -1,5 +1,5 @@
-"""The results page's horizon section: Table 1's MNIST one-class C = 1.0 cells of FA and FA+RM+AH
-at the page's rounds beside every longer run of the same cells on record in ROOT.
+"""The results page's horizon sections: Table 1's MNIST one-class cells (C = 1.0, then C = 0.5) of
+FA and FA+RM+AH at the page's rounds beside every longer run of the same cells on record in ROOT.
 
 A longer record is any finished run named as the page's cells (``rmah_mnist_c1.0_noniid_fa_s0``
 ..., or ``seed000_...`` as before the papers' names) in ROOT or a folder up to two levels below it
@@ -29,6 +29,7 @@ from tff_robust.experiments.runs import flag_values, rounds_of
 from tff_robust.flags import papers
 
 ROW = "c1.0_noniid"
+ROWS = (ROW, "c0.5_noniid")  # the one-class rows, one section each
 METHODS = ("fa", "fa_rm_ah")
 # Flags that say where or how often a run reports, not what it trains.
 BOOKKEEPING = ("rounds", "rounds_per_eval", "rounds_per_checkpoint", "seed", "experiment_name",
@@ -81,10 +82,10 @@ def made_with(record: dict, run_dir: str) -> str:
   return commit
 
 
-def longer_records(root: str, page_rounds: int, depth: int = 3) -> list[RecordSet]:
-  """Every record set of the horizon's cells in ROOT or a folder less than ``depth`` levels below
-  it with more rounds than the page's, ordered by rounds, then folder."""
-  names = {f"rmah_mnist_{ROW}_{m}": m for m in METHODS}
+def longer_records(root: str, page_rounds: int, depth: int = 3, row: str = ROW) -> list[RecordSet]:
+  """Every record set of the horizon's cells of ``row`` in ROOT or a folder less than ``depth``
+  levels below it with more rounds than the page's, ordered by rounds, then folder."""
+  names = {f"rmah_mnist_{row}_{m}": m for m in METHODS}
   names.update({papers.legacy_name(n): m for n, m in list(names.items())})
   sets: dict[tuple[str, int], RecordSet] = {}
   for parent, dirs, _ in os.walk(root):
@@ -141,15 +142,16 @@ def provenance(s: RecordSet, today: dict[str, Sequence[str]]) -> str:
   return f"`{s.folder}/` ({s.rounds} rounds) — " + " | ".join(parts)
 
 
-def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: str) -> list[str]:
-  """The page's horizon section: the page's runs of the two cells (``runs``: Table 1's) and every
-  longer record set, the verdict at each, where they come from, and any verdict a longer horizon
-  changes."""
-  mine = {c: v for (r, c), v in by_seed(runs).items() if r == ROW}
+def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: str,
+                  row: str = ROW) -> list[str]:
+  """The page's horizon section of ``row``: the page's runs of its two cells (``runs``: Table 1's)
+  and every longer record set, the verdict at each, where they come from, and any verdict a
+  longer horizon changes."""
+  mine = {c: v for (r, c), v in by_seed(runs).items() if r == row}
   ours = RecordSet(".", page_rounds, mine, {})
-  longer = longer_records(root, page_rounds)
+  longer = longer_records(root, page_rounds, row=row)
   lines = [f"## Horizon: Table 1's {label} cells at {page_rounds} rounds and longer", "",
-           f"FA and FA+RM+AH on one-class clients, C = 1.0, at the page's {page_rounds} rounds and at "
+           f"FA and FA+RM+AH on one-class clients, {label.split(',')[0]}, at the page's {page_rounds} rounds and at "
            "every longer horizon of the same cells on record under the runs' folder (final test "
            "accuracy, %, mean ± std over seeds); the claim judged is Table 1's \"FA+RM+AH is at least "
            "FA\" (FA+RM+AH − FA > 0).", ""]
@@ -165,7 +167,7 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
                           body) + [""]
   if not longer:
     return lines + ["No longer run of these cells is on record.", ""]
-  today = {r.cell.column: r.signature() for r in runs if r.cell.row == ROW and r.seed == 0}
+  today = {r.cell.column: r.signature() for r in runs if r.cell.row == row and r.seed == 0}
   lines += ["Where each longer record comes from (flagfiles, commit, and its flags against the page's "
             "flagfiles of today):", ""]
   lines += [f"- {provenance(s, today)}" for s in longer] + [""]
@@ -179,6 +181,11 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
                                                      else "changes") + " Table 1's verdict on this row"
                 + (", with flags other than today's (above)" if _differs(s, today) else "") + ".", ""]
   return lines
+
+
+def sections(page_rounds: int, runs: Sequence[ex.Run], root: str, labels: dict[str, str]) -> list[str]:
+  """One horizon section per one-class row (`ROWS`); ``labels``: row key -> its table label."""
+  return [line for row in ROWS for line in horizon_lines(page_rounds, runs, root, labels[row], row)]
 
 
 def _differs(s: RecordSet, today: dict[str, Sequence[str]]) -> bool:
