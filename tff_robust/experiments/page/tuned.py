@@ -38,5 +38,6 @@ def tuned_lines(task: str = "mnist") -> list[str]:
           "FA+RM runs FA's schedule (so FA+RM − FA is RM's effect alone). FA+AH and FA+RM+AH keep AH's "
           "start at the flagfiles' FA point (lr 0.1, 50 steps): from the tuned point (lr 0.3, 1 step, "
           "on a grid widened to hold it) FA+AH's validation accuracy fell by 8 and 28 points on the "
-          "one-class rows ([the check](runs/ah_start/table.md)).", "",
+          "one-class rows; the grid widened to lr 1 and 1 step, or eq. 7's step η_H at 0.01 or 0.2, "
+          "did not beat the setting in force either ([the checks](runs/ah_start/notes.md)).", "",
           "| C | Data Distribution | FA | FA+WD |", "| --- | --- | --- | --- |", *body, ""]
