@@ -14,7 +14,7 @@ phases are reported apart.
 
     uv run python -m tff_robust.experiments.studies.ah_reward_by_lr                     # Table 1, C = 1.0, one-class
     uv run python -m tff_robust.experiments.studies.ah_reward_by_lr --row=c0.5_noniid --phases=5,20,60
-    uv run python -m tff_robust.experiments.studies.ah_reward_by_lr --root=docs/runs/ah_start/tuned_start \
+    uv run python -m tff_robust.experiments.studies.ah_reward_by_lr --root=docs/runs/ah_start/tuned_start \\
         --methods=fa_ah --phases=1,60                                                # an AH study's variant
 """
 
