@@ -151,7 +151,8 @@ def horizon_lines(page_rounds: int, runs: Sequence[ex.Run], root: str, label: st
   ours = RecordSet(".", page_rounds, mine, {})
   longer = longer_records(root, page_rounds, row=row)
   lines = [f"## Horizon: Table 1's {label} cells at {page_rounds} rounds and longer", "",
-           f"FA and FA+RM+AH on one-class clients, {label.split(',')[0]}, at the page's {page_rounds} rounds and at "
+           f"FA and FA+RM+AH on one-class clients, C = {next(c for k, c, *_ in ex.RMAH_ROWS if k == row)}, at the "
+           f"page's {page_rounds} rounds and at "
            "every longer horizon of the same cells on record under the runs' folder (final test "
            "accuracy, %, mean ± std over seeds); the claim judged is Table 1's \"FA+RM+AH is at least "
            "FA\" (FA+RM+AH − FA > 0).", ""]

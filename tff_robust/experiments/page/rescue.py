@@ -79,10 +79,10 @@ def section(page, root: str) -> None:
   if short:
     page.lines += [f"Run there but stopped before a window's evaluations (see the notes): {', '.join(short)}.", ""]
   shown = {row[0] for row in body}
-  arms = {a: _longest(r) for a, r in [(study.FAILING_FA, fa)] + list(runs.items()) if a == study.FAILING_FA
-          or label(a) in shown}
+  curves = {study.FAILING_FA: fa, **{a: r for a, r in runs.items() if label(a) in shown}}
+  arms = {a: _longest(r) for a, r in curves.items()}
   drawn = "; ".join(f"{label(a)}: seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))} "
-                    f"({len((fa if a == study.FAILING_FA else runs[a])[s[0]])} rounds)" for a, s in arms.items())
+                    f"({len(curves[a][s[0]])} rounds)" for a, s in arms.items())
   page.figure("results_kws_rescue.png",
               lambda p: study.draw(p, os.path.join(root, STUDY), arms, label,
                                    "FA and FA+RM where FA fails: one keyword per client, lr 0.1 × 20 steps"),
