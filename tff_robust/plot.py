@@ -90,11 +90,13 @@ def plot_trajectories(out_png: str, runs: Sequence[str], title: str = "") -> str
     panels.setdefault(panel, []).append((label, read_metrics(run_dir)))
   fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 6), squeeze=False,
                            sharex="col")
+  colors: dict[str, str] = {}  # one colour per label in every panel, in order of first appearance
   for col, (panel, series) in enumerate(panels.items()):
     for row, (dim, sampled_key, ylabel, log) in enumerate(ROWS):
       ax = axes[row][col]
       for label, m in series:
-        line, = ax.plot(m["round"], m[f"ah_{dim}_mu"], label=label)
+        color = colors.setdefault(label, f"C{len(colors)}")
+        line, = ax.plot(m["round"], m[f"ah_{dim}_mu"], label=label, color=color)
         ax.scatter(m["round"], m[sampled_key], s=6, alpha=0.25, color=line.get_color())
       if log:
         ax.set_yscale("log")

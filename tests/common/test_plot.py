@@ -48,3 +48,20 @@ def test_plot_rejects_runs_without_ah(tmp_path):
     plot.plot_trajectories(str(tmp_path / "x.png"), [f"a={tmp_path}"])
   with pytest.raises(ValueError, match="LABEL=RUN_DIR"):
     plot.parse_run("no-equals-sign")
+
+
+def test_a_label_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
+  """Fig. 3's panels list their runs in different orders; "iid" is one colour in both."""
+  for name in ("a", "b"):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "metrics.csv").write_text(
+        "round,ah_lr_mu,ah_steps_mu,client_lr,local_steps\n1,0.1,20,0.1,20\n2,0.05,10,0.03,10\n")
+  figures = []
+  monkeypatch.setattr(plot, "save", lambda fig, out_png, title="": figures.append(fig) or out_png)
+  plot.plot_trajectories(str(tmp_path / "x.png"), [
+      f"MNIST/iid={tmp_path / 'a'}", f"MNIST/non-iid={tmp_path / 'b'}",
+      f"KWS/non-iid={tmp_path / 'b'}", f"KWS/iid={tmp_path / 'a'}"])
+  colours = [{line.get_label(): line.get_color() for line in ax.get_lines()}
+             for ax in figures[0].axes]
+  assert len(colours) == 4 and all(c == colours[0] for c in colours)
+  assert colours[0]["iid"] != colours[0]["non-iid"]
