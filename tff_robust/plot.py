@@ -96,8 +96,8 @@ def plot_trajectories(out_png: str, runs: Sequence[str], title: str = "") -> str
       ax = axes[row][col]
       for label, m in series:
         color = colors.setdefault(label, f"C{len(colors)}")
-        line, = ax.plot(m["round"], m[f"ah_{dim}_mu"], label=label, color=color)
-        ax.scatter(m["round"], m[sampled_key], s=6, alpha=0.25, color=line.get_color())
+        ax.plot(m["round"], m[f"ah_{dim}_mu"], label=label, color=color)
+        ax.scatter(m["round"], m[sampled_key], s=6, alpha=0.25, color=color)
       if log:
         ax.set_yscale("log")
       ax.set_ylabel(f"mean {ylabel}")
