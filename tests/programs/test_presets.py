@@ -215,7 +215,7 @@ def test_the_tables_runs_are_unchanged(tmp_path):
 # ---- the design card's command, whole --------------------------------------------------------------
 
 
-@pytest.mark.slow  # two whole runs of main on a 12-writer EMNIST file (~1.5 min on 2 cores)
+@pytest.mark.slow  # two whole runs of main on a 12-writer EMNIST file (~3 min on a loaded 2-core machine)
 def test_the_design_cards_command_runs_the_papers_setting_and_resumes_from_flagfiles(tmp_path):
   data_makers.make_emnist_sqlite(str(tmp_path), num_clients=12, examples_per_client=20)
   out = tmp_path / "out"
