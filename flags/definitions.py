@@ -20,6 +20,7 @@ from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, Pr
 from tff_robust.algorithms.config import RobustConfig, ServerConfig
 from tff_robust.common import options, paths
 from tff_robust.common.options import option
+from tff_robust.flags import presets
 from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions
 
@@ -92,6 +93,7 @@ def define_flags() -> None:
   flags.DEFINE_string("root_output_dir", paths.default_root(),
                       "Root of all outputs (default: this user's folder in the temporary directory).")
   flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
+  flags.DEFINE_enum("preset", "auto", list(presets.MODES), presets.HELP)
 
 
 def from_flags(cls: type, f=FLAGS, **given):

@@ -15,6 +15,7 @@ from absl import flags
 
 from tff_robust import tasks
 from tff_robust.common import interrupts
+from tff_robust.flags import presets
 from tff_robust.tasks.base import DataMissingError, Task
 
 T = TypeVar("T")
@@ -107,7 +108,7 @@ def with_origin(message: str) -> str:
   plus the flagfile and line that set it when one did."""
   found = (re.match(r"^(?:flag )?--(\w+)", message) or re.search(r"flag '(\w+)'", message)
            or re.search(r"flag --(\w+)", message))
-  where = flag_origin(found.group(1)) if found else None
+  where = (flag_origin(found.group(1)) or presets.origin(found.group(1))) if found else None
   return f"{message} (set in {where})" if where else message
 
 
@@ -226,6 +227,6 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
     fail(message)
   num_clients = len(task.train.client_ids)
   if run.loop.clients_per_round > num_clients:
-    fail(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} has "
-         f"{num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)")
+    fail(with_origin(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} "
+                     f"has {num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)"))
   return config, task

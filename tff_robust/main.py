@@ -25,6 +25,7 @@ from absl import flags  # noqa: E402
 from tff_robust import cli  # noqa: E402
 from tff_robust.common import run_lock  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
+from tff_robust.flags import presets  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
 
 definitions.define_flags()
@@ -32,12 +33,14 @@ FLAGS = flags.FLAGS
 
 
 def _parse() -> tuple[definitions.RunConfig, list[str]]:
-  """The run's configs with its output directory bound to its configuration (`record.bind`),
-  and notes for the header."""
+  """The run's configs (the task's paper setting filling the flags not given, `presets`) with its
+  output directory bound to its configuration (`record.bind`), and notes for the header."""
+  setting = presets.apply(sys.argv)
   config = definitions.parse()
   names = record.configuration_names(definitions.__name__)
   out, notes = record.bind(config.loop.output_dir, names, chosen=FLAGS.experiment_name is not None)
-  return dataclasses.replace(config, loop=dataclasses.replace(config.loop, output_dir=out)), notes
+  return (dataclasses.replace(config, loop=dataclasses.replace(config.loop, output_dir=out)),
+          presets.header_lines(setting) + notes)
 
 
 def main(argv: list[str]) -> None:

@@ -86,7 +86,8 @@ def test_missing_emnist_names_file(tmp_path):
 
 
 def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
-  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=4, examples_per_client=24)
+  # 10 writers: the paper's setting (flags/presets.py) samples 10 a round.
+  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=10, examples_per_client=24)
   out = tmp_path / "out"
   proc = run_main("--task=emnist_cr", "--server_opt=yogi", "--server_lr=0.01", "--rounds=2",
                   "--local_steps=2", "--batch_size=8", f"--data_dir={tmp_path}",
@@ -107,7 +108,7 @@ def test_busy_run_directory_fails_fast(tmp_path):
   data_makers.make_emnist_sqlite(str(tmp_path), num_clients=2, examples_per_client=8)
   exp = tmp_path / "out" / "e"
   with run_lock.hold(str(exp)):
-    proc = run_main("--task=emnist_cr", "--rounds=1", f"--data_dir={tmp_path}",
+    proc = run_main("--task=emnist_cr", "--rounds=1", "--preset=none", f"--data_dir={tmp_path}",
                     f"--root_output_dir={tmp_path / 'out'}", "--experiment_name=e")
   assert proc.returncode == run_lock.EXIT_BUSY, proc.stderr[-2000:]
   assert f"{exp} is in use by another process (pid {os.getpid()})" in proc.stderr
