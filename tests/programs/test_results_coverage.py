@@ -60,8 +60,8 @@ def test_runs_without_a_commit_are_listed_with_their_seeds_folded(tmp_path):
   ok = [_record(tmp_path / "kws_s0", "abc"), str(tmp_path / "no_record_s0")]
   lines = commits.lines({"Table 1": t1, "Seed 004": s4, "Table 3": ok}, str(tmp_path))
   assert "- Table 1: 3 of 4: `cell_a_s{0,1,2}`." in lines
-  assert "- Seed 004: none of its 2 runs." in lines
-  assert "- Table 3: every one of its 1 runs names its commit." in lines
+  assert "- Seed 004: all 2 of its runs." in lines
+  assert "- Table 3: none (all 1 of its runs name their commit)." in lines
   assert "5 of the page's 7 runs with a record are older" in lines[2]
   _record(tmp_path / "h" / "deeper" / "x_s1", None)
   assert commits.records_under(str(tmp_path / "h")) == [str(tmp_path / "h" / "deeper" / "x_s1")]

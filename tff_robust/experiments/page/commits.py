@@ -52,9 +52,9 @@ def lines(sections: Mapping[str, Sequence[str]], root: str) -> list[str]:
     if not dirs:
       continue
     if not without:
-      body.append(f"- {name}: every one of its {len(dirs)} runs names its commit.")
+      body.append(f"- {name}: none (all {len(dirs)} of its runs name their commit).")
     elif len(without) == len(dirs):
-      body.append(f"- {name}: none of its {len(dirs)} runs.")
+      body.append(f"- {name}: all {len(dirs)} of its runs.")
     else:
       body.append(f"- {name}: {len(without)} of {len(dirs)}: {folded(without, root)}.")
   return (["## Runs that record no commit", "",
