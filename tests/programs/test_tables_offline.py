@@ -40,6 +40,7 @@ CASES = [
     ("fedopt_constant", 1, "--clients_per_round=3"),
     ("fedopt_decay", 1, "--clients_per_round=3"),
     ("fedavg_keras_mnist", 1, ""),
+    ("robust_dp", 1, "--local_steps=2 --batch_size=16"),
 ]
 
 

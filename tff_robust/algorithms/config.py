@@ -17,6 +17,7 @@ from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import attacks
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import hparam_grid
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms import schedules
 from tff_robust.algorithms import server_opt
 from tff_robust.common import options
@@ -245,6 +246,7 @@ class ProcessConfig:
   algorithm: str = option("fedavg", "algorithm",
                           "The method added to generalized FedAvg by name: " + ", ".join(ALGORITHMS) + ".",
                           choices=ALGORITHMS)
+  dp: Optional[privacy.DPConfig] = None  # user-level DP-FedAvg (`privacy`), None: off
 
   def __post_init__(self):
     options.validate(self)
@@ -255,6 +257,8 @@ class ProcessConfig:
       fedex_space.check_space(self.fedex.space, self.client.local_steps, self.ah is not None)
     from tff_robust.algorithms import methods  # pylint: disable=g-import-not-at-top (methods imports config)
     methods.check(self)
+    if self.dp is not None:
+      privacy.check_process(self)
 
   @property
   def uses_rm(self) -> bool:

@@ -24,6 +24,7 @@ from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import client_work
 from tff_robust.algorithms import evaluation
 from tff_robust.algorithms import methods
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms import server
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.common import seeding
@@ -125,7 +126,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   rob = config.robust
   # Without byzantine clients every update is finite when it reaches the aggregator (the client
   # work sends a non-finite one as a zero delta of weight 0), so its non-finite guard is skipped.
-  agg_process = aggregation.build_aggregator(
+  agg_process = privacy.with_dp(aggregation.build_aggregator, config.dp)(
       rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
       zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
       check_nonfinite=rob.byzantine_attack != "none").create(

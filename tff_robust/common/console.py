@@ -192,6 +192,8 @@ def format_round(round_num: int, rounds: int, metrics: Mapping[str, float],
     parts.append(f"lr {metrics['client_lr']:.3g} steps {int(round(metrics.get('local_steps', 0)))}")
   if "num_clients" in metrics:
     parts.append(f"{int(metrics['num_clients'])} clients")
+  if "dp_epsilon" in metrics:  # DP-FedAvg's user-level ε so far (at the run's δ)
+    parts.append(f"ε {metrics['dp_epsilon']:.3g}")
   if "round_seconds" in metrics:
     parts.append(f"{metrics['round_seconds']:.1f}s")
   if eta_seconds is not None:
@@ -318,6 +320,9 @@ def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wal
     lines.append(text)
   elif final:
     lines.append("final    " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(final.items())))
+  if "dp_epsilon" in final:
+    lines.append(f"privacy  user-level (ε, δ) = ({final['dp_epsilon']:.4g}, {final.get('dp_delta', math.nan):.3g}) "
+                 f"after {_rounds(last_round)} (DP-FedAvg; the model sequence, not the clients' diagnostics)")
   lines.append(f"time     {format_seconds(wall_seconds)} wall, {_rounds(rounds_this_session)} trained now")
   j = lambda *p: os.path.join(output_dir, *p)  # noqa: E731
   lines += [f"metrics  {j('metrics.csv')} (one row per round)",

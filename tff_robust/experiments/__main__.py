@@ -34,6 +34,8 @@ runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Ta
   row is the same runs as ``fedopt_constant``'s EMNIST CR row).
 * ``fedavg_keras_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
   accuracy or training accuracy.
+* ``robust_dp``: DP-FedAvg on MNIST-5k, test accuracy for noise z in {0, 0.1, 0.3, 1.0} x clip
+  C in {0.1, 0.3, 1, 3}; per noise level the clip is chosen by validation accuracy (`tables`).
 
 Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after
 ``STOP_TIMEOUT`` seconds), saying where each resumes; run the same command again to resume.

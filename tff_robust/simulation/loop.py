@@ -26,6 +26,7 @@ from tff_robust.algorithms.process import RobustProcess
 from tff_robust.common import options, run_lock
 from tff_robust.common.options import option, seed_option
 from tff_robust.simulation import client_states
+from tff_robust.simulation import privacy_accounting
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
 from tff_robust.simulation.client_data import ClientFeed
 from tff_robust.simulation.guard import DivergenceGuard
@@ -83,9 +84,11 @@ class TrainingLoop:
   """Drives ``process`` over ``task`` as ``config`` says; see `run`."""
 
   def __init__(self, process: RobustProcess, task: Task, config: LoopConfig, *,
-               initial_state_fn: Optional[Callable[[str], client_states.State]] = None):
+               initial_state_fn: Optional[Callable[[str], client_states.State]] = None,
+               privacy: Optional[privacy_accounting.PrivacyLedger] = None):
     """``initial_state_fn(cid)``: a client's state before its first round (default: the client
-    components' declared initial values, the same for every client)."""
+    components' declared initial values, the same for every client). ``privacy``: with DP, the
+    ledger whose ε (``dp_epsilon``, ``dp_delta``) each round's metrics and the final ones carry."""
     self.process = process
     self.task = task
     self.config = config
@@ -117,6 +120,7 @@ class TrainingLoop:
           evaluation.server_sample(task.train, task.validation, 256, config.seed)).batch(256).cache()
       self.guard = DivergenceGuard(config.divergence_factor,
                                    lambda state: self._metrics_of(state, guard_data)["loss"])
+    self.privacy = privacy
     self.state = None
     self.round_num = 0  # the round of ``state``
 
@@ -191,6 +195,8 @@ class TrainingLoop:
       t0 = time.perf_counter()
       state, metrics = self._round(state, round_num)
       metrics["round_seconds"] = time.perf_counter() - t0
+      if self.privacy is not None:
+        metrics.update(self.privacy.metrics(round_num))
       if round_num % cfg.rounds_per_eval == 0 or round_num == rounds:
         metrics.update(self.evaluate(state))
       self.releases.release(metrics, round_num, rounds)
@@ -209,6 +215,8 @@ class TrainingLoop:
     result = {k: v for k, v in final.items() if k.startswith(("test_", "val_"))}
     if not result:
       result = self.evaluate(state)
+    if self.privacy is not None:
+      result.update(self.privacy.metrics(rounds))
     with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
       json.dump(result, f, indent=2, sort_keys=True)
     return result
@@ -218,8 +226,11 @@ def build_training_loop(task: Task, process_config: ProcessConfig, loop_config: 
   """The process of ``process_config`` over ``task`` (`process_for_task.build_process_for_task`)
   and its driver: what `main` runs.
 
-  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`).
+  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`). With DP, its
+  cohort and δ are resolved first and the loop records ε (`privacy_accounting`).
   """
+  process_config = privacy_accounting.resolve(process_config, loop_config, task)
   built = process_for_task.build_process_for_task(task, process_config,
                                                   client_val_every=loop_config.client_val_every)
-  return TrainingLoop(built.process, task, loop_config)
+  return TrainingLoop(built.process, task, loop_config,
+                      privacy=privacy_accounting.ledger(process_config.dp, loop_config.client_dropout_rate))
