@@ -2,7 +2,7 @@
 
 The configuration is every flag of `definitions` except those that do not change results
 (`NOT_CONFIGURATION`: the output location, ``--workers``, evaluation and checkpoint periods,
-and for `main` ``--rounds``, so that a run can be extended). A directory resumes only with the
+``--client_metrics``, and for `main` ``--rounds``, so that a run can be extended). A directory resumes only with the
 configuration it records; otherwise `bind` names the flags that differ (exit 2 when the user
 chose the directory) or picks a fresh sibling whose name ends in a hash of the configuration.
 """
@@ -21,7 +21,7 @@ FLAGS = flags.FLAGS
 RECORD = "hparams.cfg"
 DATA_MANIFEST = "data.json"
 NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
-                               "rounds_per_checkpoint"})
+                               "rounds_per_checkpoint", "client_metrics"})
 # The module whose flags are the project's (absl's and TensorFlow's own are not recorded).
 PROJECT_MODULE = "tff_robust.flags.definitions"
 # Flags naming a place on disk: the same place at the same spot under the output root counts as

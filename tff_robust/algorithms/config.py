@@ -216,8 +216,20 @@ class RobustConfig:
   byzantine_scale: Optional[float] = option(None, "byzantine_scale",
                                             "Scale of sign_flip (default 1) / scaled (default 10).", kind="float")
   byzantine_sigma: float = option(1.0, "byzantine_sigma", "σ of the gaussian attack.")
+  byzantine_f: Optional[int] = option(
+      None, "byzantine_f", "Byzantine clients f the aggregator must tolerate: krum, multi_krum and bulyan "
+      "use it, every aggregator's assumption is checked against it (krum n ≥ 2f+3, bulyan n ≥ 4f+3, ...; "
+      "n = clients per round). Default: the round's byzantine clients, round(--byzantine_fraction·n).",
+      kind="int", check=lambda v: v is None or v >= 0, allowed="must be ≥ 0, or unset")
+  multi_krum_select: int = option(0, "multi_krum_select", "multi_krum: the q best-scored updates averaged "
+                                  "(0: n − f).", check=_NON_NEGATIVE, allowed="must be ≥ 0 (0: n − f)")
+  rfa_iterations: int = option(10, "rfa_iterations", "geometric_median: smoothed Weiszfeld steps R (RFA).",
+                               check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  rfa_nu: float = option(1e-6, "rfa_nu", "geometric_median: smoothing ν of the Weiszfeld step (RFA).",
+                         check=lambda v: 0 < v < math.inf, allowed="must be a finite number > 0")
 
   def __post_init__(self):
+    options.validate(self)
     aggregation.validate_aggregator(self.aggregator, self.trim_fraction, self.clip_norm, self.zeroing_norm)
     attacks.validate_attack(self.byzantine_attack, 0.0, self.byzantine_scale, self.byzantine_sigma)
 
