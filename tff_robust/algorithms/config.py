@@ -217,9 +217,10 @@ class RobustConfig:
                                             "Scale of sign_flip (default 1) / scaled (default 10).", kind="float")
   byzantine_sigma: float = option(1.0, "byzantine_sigma", "σ of the gaussian attack.")
   byzantine_f: Optional[int] = option(
-      None, "byzantine_f", "Byzantine clients f the aggregator must tolerate: krum, multi_krum and bulyan "
-      "use it, every aggregator's assumption is checked against it (krum n ≥ 2f+3, bulyan n ≥ 4f+3, ...; "
-      "n = clients per round). Default: the round's byzantine clients, round(--byzantine_fraction·n).",
+      None, "byzantine_f", "Byzantine clients f the aggregator assumes (krum, multi_krum, bulyan use it); a run "
+      "whose aggregator cannot tolerate f of n clients per round stops before training (krum, multi_krum "
+      "n ≥ 2f+3, bulyan n ≥ 4f+3, median, geometric_median n ≥ 2f+1, trimmed_mean also ⌊βn⌋ ≥ f, mean "
+      "f = 0). Unset: round(--byzantine_fraction·n), checked for the four new rules only.",
       kind="int", check=lambda v: v is None or v >= 0, allowed="must be ≥ 0, or unset")
   multi_krum_select: int = option(0, "multi_krum_select", "multi_krum: the q best-scored updates averaged "
                                   "(0: n − f).", check=_NON_NEGATIVE, allowed="must be ≥ 0 (0: n − f)")
