@@ -202,7 +202,12 @@ class FedExConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RobustConfig:
-  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients."""
+  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients.
+
+  ``byzantine_f`` None (unset) is resolved against the clients per round by the driver
+  (`simulation.loop.resolve_robust`, which also checks the aggregator's assumption); a process
+  built directly from this config takes None as f = 0.
+  """
 
   aggregator: str = option("mean", "aggregator", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
   trim_fraction: float = option(0.2, "trim_fraction", "trimmed_mean: fraction dropped at each end per coordinate.")
