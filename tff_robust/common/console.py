@@ -122,6 +122,13 @@ def describe_robustness(process: ProcessSettings, loop: LoopSettings) -> str:
     agg += f" ({_fmt(r.trim_fraction)} per end)"
   elif agg == "norm_clip":
     agg += f" (norm {_fmt(r.clip_norm)})" if r.clip_norm else " (adaptive norm)"
+  elif agg == "multi_krum":
+    agg += f" (f {r.byzantine_f}, " + (f"{r.multi_krum_select} averaged)" if r.multi_krum_select
+                                       else "n − f averaged)")
+  elif agg in ("krum", "bulyan"):
+    agg += f" (f {r.byzantine_f})"
+  elif agg == "geometric_median":
+    agg += f" ({plural(r.rfa_iterations, 'Weiszfeld step')})"
   parts = [f"aggregator {agg}" + ("" if r.zeroing else ", no zeroing")]
   if loop.client_dropout_rate > 0:
     parts.append(f"client dropout {_fmt(loop.client_dropout_rate)}")
@@ -335,4 +342,9 @@ def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wal
                "--metrics=train_loss,test_accuracy")
   if has_ah:
     lines.append(f"plot AH  {python} -m tff_robust.plot {shlex.quote(j('ah.png'))} {run}")
+  if os.path.exists(j("clients.csv")):  # --client_metrics
+    lines.insert(lines.index(f"final    {j('final_metrics.json')}"),
+                 f"clients  {j('clients.csv')} (one row per round per client)")
+    lines.append(f"plot     {python} -m tff_robust.plot {shlex.quote(j('clients.png'))} {run} "
+                 "--clients=weight_given")
   return lines

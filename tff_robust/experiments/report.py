@@ -120,6 +120,7 @@ def notes_for(table: Table, seeds: int, overrides: Overrides) -> list[str]:
     what = f"over {seeds} seed(s)"
   out = [f"Cells: mean ± sample std {what} of the {', '.join(metrics)}; "
          f"(k/n): only k of n seeds finished; {DASH}: no finished run."]
+  out += list(table.notes)
   if overrides.flags():
     out.append("Overrides: `" + " ".join(overrides.flags()) + "` (not the seed's full setting).")
   return out

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms import evaluation, process_for_task
+from tff_robust.algorithms import evaluation, process_for_task, robust_statistics
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.process import RobustProcess
 from tff_robust.common import options, run_lock
@@ -29,6 +29,7 @@ from tff_robust.simulation import client_states
 from tff_robust.simulation import privacy_accounting
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
 from tff_robust.simulation.client_data import ClientFeed
+from tff_robust.simulation.client_metrics import ClientMetricsWriter
 from tff_robust.simulation.guard import DivergenceGuard
 from tff_robust.simulation.releases import RunReleases, to_float_dict
 from tff_robust.simulation.selection import ClientSelection, num_sampled
@@ -66,6 +67,9 @@ class LoopConfig:
                                     "Reject a round whose model loss (256 held-out examples) is non-finite or "
                                     "exceeds this factor × the last accepted one (0 = off).",
                                     check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+  client_metrics: bool = option(False, "client_metrics",
+                                "Write clients.csv: per round, each client's examples, local loss and "
+                                "accuracy, update norm and the weight the aggregator gave it.")
 
   def __post_init__(self):
     options.validate(self)
@@ -110,6 +114,12 @@ class TrainingLoop:
                                    config.shuffle_buffer, config.client_val_every, state_store)
     self.checkpoints = RunCheckpoints(config.output_dir, state_store)
     self.releases = RunReleases(config.output_dir, config.log_every)
+    self.client_metrics = None
+    if config.client_metrics:
+      if process.next_with_client_reports is None:
+        raise ValueError("--client_metrics needs a process built with client_reports=True "
+                         "(build_training_loop builds it so)")
+      self.client_metrics = ClientMetricsWriter(config.output_dir)
     self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
     self._test = task.test.batch(config.eval_batch_size).cache()
     self._val = (task.validation.batch(config.eval_batch_size).cache()
@@ -148,7 +158,12 @@ class TrainingLoop:
                      "skipped_round": 1.0}
     inputs = [self.client_input(cid, round_num, bool(b))
               for cid, b in zip(clients.training, clients.byzantine)]
-    if self.state_store is not None:
+    if self.client_metrics is not None:
+      reported = self.process.next_with_client_reports(state, inputs)
+      output, states = reported.output, reported.states or []
+      self.client_metrics.write(round_num, clients.training, clients.byzantine, reported.rows,
+                                reported.shares)
+    elif self.state_store is not None:
       output, states = self.process.next_with_client_states(state, inputs)
     else:
       output, states = self.process.next(state, inputs), []
@@ -182,6 +197,8 @@ class TrainingLoop:
     rounds = cfg.rounds if rounds is None else rounds
     state, start = self.checkpoints.restore(self.process.initialize())
     self.releases.resume_at(start)
+    if self.client_metrics is not None:
+      self.client_metrics.resume_at(start)
     if start > rounds:
       raise CheckpointMismatchError(
           f"the checkpoint in {self.checkpoints.directory} is of round {start}, beyond --rounds={rounds}: "
@@ -226,11 +243,27 @@ def build_training_loop(task: Task, process_config: ProcessConfig, loop_config: 
   """The process of ``process_config`` over ``task`` (`process_for_task.build_process_for_task`)
   and its driver: what `main` runs.
 
-  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`). With DP, its
-  cohort and δ are resolved first and the loop records ε (`privacy_accounting`).
+  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`). The aggregator's
+  f is resolved and checked first (`resolve_robust`); with DP, its cohort and δ are resolved and
+  the loop records ε (`privacy_accounting`).
   """
+  process_config = resolve_robust(process_config, loop_config, len(task.train.client_ids))
   process_config = privacy_accounting.resolve(process_config, loop_config, task)
   built = process_for_task.build_process_for_task(task, process_config,
-                                                  client_val_every=loop_config.client_val_every)
+                                                  client_val_every=loop_config.client_val_every,
+                                                  client_reports=loop_config.client_metrics)
   return TrainingLoop(built.process, task, loop_config,
                       privacy=privacy_accounting.ledger(process_config.dp, loop_config.client_dropout_rate))
+
+
+def resolve_robust(process_config: ProcessConfig, loop_config: LoopConfig, num_clients: int) -> ProcessConfig:
+  """``process_config`` with the f of a rule that reads it (Krum, Multi-Krum, Bulyan) resolved
+  (`robust_statistics.resolve_f`, n = the clients per round); raises ValueError naming the flag
+  when the aggregator's assumption fails. Idempotent; call it before anything is traced."""
+  rob = process_config.robust
+  n = num_sampled(num_clients, loop_config.clients_per_round, loop_config.client_fraction)
+  f = robust_statistics.resolve_f(rob.aggregator, rob.byzantine_f, n, loop_config.byzantine_fraction,
+                                  trim_fraction=rob.trim_fraction, multi_krum_select=rob.multi_krum_select)
+  if rob.byzantine_f is None and rob.aggregator not in robust_statistics.USES_F:
+    return process_config
+  return dataclasses.replace(process_config, robust=dataclasses.replace(rob, byzantine_f=f))
