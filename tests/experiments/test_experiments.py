@@ -19,7 +19,7 @@ from absl import flags
 
 from tff_robust import experiments as ex
 from tff_robust.common import run_lock
-from tff_robust.flags import definitions
+from tff_robust.flags import definitions, presets
 
 from helpers.paths import ROOT
 from helpers.procs import workers_with
@@ -108,6 +108,9 @@ def test_select_methods_and_rows():
 
 def test_every_flagfile_is_used_and_clean():
   used = {f for name in ex.TABLES for c in ex.build_table(name).cells for f in c.flagfiles}
+  # Stack Overflow's files are run by `--preset` alone (no table runs them).
+  used |= {f for task in ("stackoverflow_nwp", "stackoverflow_lr") for opt in presets.FEDOPT_OPTS
+           for f in presets.files_for(task, opt)[1]}
   on_disk = {os.path.basename(p) for p in glob.glob(os.path.join(ex.FLAGS_DIR, "*.cfg"))}
   studies = {n for n in on_disk if n.endswith("_study.cfg")}  # `tff_robust.tune` (test_tune.py)
   assert used == on_disk - studies
