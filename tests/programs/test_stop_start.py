@@ -21,14 +21,14 @@ from helpers.procs import workers_with
 TINY = ("--local_steps=2", "--batch_size=16", "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000")
 
 
-def _env(marker: str) -> dict[str, str]:
+def _env(marker: str, **extra: str) -> dict[str, str]:
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # a user's shell
-  return {**env, "TFF_ROBUST_TEST_RUN": marker}
+  return {**env, "TFF_ROBUST_TEST_RUN": marker, **extra}
 
 
-def _start(args, marker):
+def _start(args, marker, **extra):
   return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_env(marker), start_new_session=True)
+                          env=_env(marker, **extra), start_new_session=True)
 
 
 def _finish(proc, timeout=300):
@@ -166,3 +166,45 @@ def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
   assert re.search(r"^arm\s+RS 0 to round 50: server_lr ", text, re.M), text
   assert not re.search(r"^[IWE]\d{4} ", text + err, re.M) and "Resumed from the checkpoint" not in text + err
   assert not workers_with(marker)
+
+
+# ---- a stop inside one long native call (a pooled evaluation) -------------------------------------
+
+@pytest.mark.slow  # whole program twice (about a minute): a stop inside an evaluation, then the resume
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_inside_a_long_evaluation_ends_the_run_and_it_resumes(tmp_path, signum):
+  """The evaluation after round 2 reads a test split that blocks for 10 minutes (the driver is
+  inside one TensorFlow call, where Python runs no signal handler): Ctrl-C or SIGTERM still ends
+  the run (`hard_stop`) with one line saying where it resumes, no worker left, nothing half-written."""
+  marker, evaluating, run = uuid.uuid4().hex, tmp_path / "evaluating", tmp_path / "e"
+  args = _main("--task=helpers.slow_eval_task:build", "--rounds=3", "--rounds_per_eval=2",
+               "--rounds_per_checkpoint=1", "--local_steps=2", "--batch_size=16",
+               f"--root_output_dir={tmp_path}", "--experiment_name=e")
+  tests_path = os.path.join(ROOT, "tests")
+  proc = _start(args, marker, PYTHONPATH=tests_path, SLOW_EVAL_MARK=str(evaluating))
+  deadline = time.monotonic() + 600
+  while not evaluating.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert evaluating.exists(), _finish(proc, timeout=60)
+  if signum == signal.SIGINT:
+    os.killpg(proc.pid, signum)  # a terminal's Ctrl-C
+  else:
+    proc.send_signal(signum)  # `kill PID`
+  _, err = _finish(proc, timeout=120)  # the evaluation alone would hold it 600 s
+  name = signal.Signals(signum).name
+  assert proc.returncode == 128 + signum, err[-3000:]
+  assert [line for line in err.splitlines() if line.strip()] == [
+      f"{name}: stopped during round 2, before it ended; the same command resumes at round 2 (the "
+      f"checkpoint of round 1 in {run / 'checkpoints'})."], err[-3000:]
+  time.sleep(0.5)
+  assert not workers_with(marker)
+  assert sorted(os.listdir(run / "checkpoints")) == ["program_state_1"]  # nothing half-saved
+  assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()[1:]] == ["1"]
+  assert not (run / "final_metrics.json").exists()
+
+  again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=_env(marker, PYTHONPATH=tests_path))  # the test split reads at once now
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert re.search(r"^resumed\s+from round 1\b", again.stdout, re.M), again.stdout
+  assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+  assert "Traceback" not in again.stderr and not workers_with(marker)
