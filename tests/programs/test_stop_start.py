@@ -15,6 +15,7 @@ import pytest
 
 from tff_robust.common import interrupts
 
+from helpers import start_hooks
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -56,9 +57,30 @@ def _main(*args):
 
 # ---- Ctrl-C during start-up, in every command ---------------------------------------------------
 
+COMMAND_MODULES = {"main": "tff_robust.main", "tune": "tff_robust.tune",
+                   "experiments": "tff_robust.experiments.__main__", "page": "tff_robust.experiments.page.__main__"}
+
+
+@pytest.mark.parametrize("command,at", [("main", "tff_robust.main"), ("main", "tff_robust.common.console"),
+                                        ("experiments", "tff_robust.experiments.__main__")])
+def test_ctrl_c_as_the_first_module_of_the_project_runs_ends_with_one_line(tmp_path, command, at):
+  """A Ctrl-C landing exactly when Python finds the command's module, or its first import: the
+  package has installed the quiet handler before either (no KeyboardInterrupt traceback)."""
+  env = start_hooks.environment(str(tmp_path / "hook"), at, "sigint")
+  args = {"main": _main("--rounds=1"), "experiments": [sys.executable, "-m", "tff_robust.experiments",
+                                                      "--table=rmah_table1"]}[command]
+  proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        env=_env(uuid.uuid4().hex, **env))
+  assert proc.returncode == 130, proc.stderr[-3000:]
+  assert proc.stderr.strip() == "SIGINT: stopped during start-up; the same command starts again.", proc.stderr
+  assert proc.stdout == ""
+
+
 @pytest.mark.parametrize("command,delay", [
     ("main", 0.5), ("main", 3.0), ("tune", 2.0), ("experiments", 0.3), ("page", 0.3)])
 def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
+  """Ctrl-C ``delay`` seconds after the command's own code starts (counted from Python finding its
+  module, so a loaded machine's slow interpreter start-up does not move the moment)."""
   out = str(tmp_path / "out")
   args = {
       "main": _main("--rounds=2", *TINY, f"--root_output_dir={out}"),
@@ -70,8 +92,13 @@ def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
       "page": [sys.executable, "-m", "tff_robust.experiments.page", "--plan=reduced", "--sections=table1",
                f"--root={out}", f"--docs={tmp_path / 'docs'}"],
   }[command]
-  marker = uuid.uuid4().hex
-  proc = _start(args, marker)
+  marker, started = uuid.uuid4().hex, tmp_path / "started"
+  proc = _start(args, marker, **start_hooks.environment(str(tmp_path / "hook"), COMMAND_MODULES[command],
+                                                        "touch", str(started)))
+  deadline = time.monotonic() + 300
+  while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert started.exists(), _finish(proc, timeout=60)
   time.sleep(delay)
   os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole foreground group
   _, err = _finish(proc, timeout=120)

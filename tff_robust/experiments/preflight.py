@@ -58,22 +58,32 @@ def check_flags(runs: Sequence[Run]) -> dict[str, definitions.RunConfig]:
 
 def check_data(configs: dict[str, definitions.RunConfig]) -> None:
   """Loads each distinct (task, task options) of ``configs`` once; ValueError naming a run that
-  needs data which is not there (and how many runs need it), or more clients per round than the
-  task has."""
+  needs data which is not there (how many runs need it, and the other tasks without their data),
+  or more clients per round than the task has."""
   by_data: dict[tuple, list[str]] = {}
   for name, config in configs.items():
     key = (config.task, dataclasses.astuple(config.task_options))
     by_data.setdefault(key, []).append(name)
+  missing: list[tuple[str, list[str], Exception]] = []
   for (task_name, _), names in by_data.items():
-    config = configs[names[0]]
     try:
-      task = tasks.load_task(task_name, config.task_options)
+      task = tasks.load_task(task_name, configs[names[0]].task_options)
     except (tasks.DataMissingError, ValueError) as e:
-      raise ValueError(f"{_shared(names[0], len(names))}: {e}") from None
-    num_clients = len(task.train.client_ids)
+      missing.append((task_name, names, e))
+      continue
+    _check_clients(task_name, len(task.train.client_ids), names, configs)
     del task
-    for name in names:
-      wanted = configs[name].loop.clients_per_round
-      if wanted > num_clients:
-        raise ValueError(f"run {name}: --clients_per_round={wanted} is not valid: task {task_name!r} "
-                         f"has {num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)")
+  if missing:
+    task_name, names, e = missing[0]
+    also = "; ".join(f"{t} for {len(n)} run{'s' * (len(n) > 1)}" for t, n, _ in missing[1:])
+    raise ValueError(f"{_shared(names[0], len(names))}: {str(e).rstrip('.')}." + (
+        f" Also without their data: {also}." if also else ""))
+
+
+def _check_clients(task_name: str, num_clients: int, names: list[str],
+                   configs: dict[str, definitions.RunConfig]) -> None:
+  for name in names:
+    wanted = configs[name].loop.clients_per_round
+    if wanted > num_clients:
+      raise ValueError(f"run {name}: --clients_per_round={wanted} is not valid: task {task_name!r} "
+                       f"has {num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)")
