@@ -208,7 +208,7 @@ def test_a_stop_inside_a_long_evaluation_ends_the_run_and_it_resumes(tmp_path, s
                "--rounds_per_checkpoint=1", "--local_steps=2", "--batch_size=16",
                f"--root_output_dir={tmp_path}", "--experiment_name=e")
   tests_path = os.path.join(ROOT, "tests")
-  proc = _start(args, marker, PYTHONPATH=tests_path, SLOW_EVAL_MARK=str(evaluating))
+  proc = _start(args, marker, PYTHONPATH=tests_path, SLOW_EVAL_MARK=str(evaluating))  # helpers.slow_eval_task
   deadline = time.monotonic() + 600
   while not evaluating.exists() and proc.poll() is None and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -235,3 +235,22 @@ def test_a_stop_inside_a_long_evaluation_ends_the_run_and_it_resumes(tmp_path, s
   assert re.search(r"^resumed\s+from round 1\b", again.stdout, re.M), again.stdout
   assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
   assert "Traceback" not in again.stderr and not workers_with(marker)
+
+
+@pytest.mark.slow  # whole program: start-up to the task's data read (about 20 s), then the grace
+def test_a_stop_inside_a_long_data_read_at_start_up_ends_the_program(tmp_path):
+  """The task's data read at start-up blocks inside TensorFlow's iterator: SIGTERM still ends the
+  program with one line, and nothing is written (the run directory is not even made)."""
+  marker, reading = uuid.uuid4().hex, tmp_path / "reading"
+  proc = _start(_main("--task=helpers.slow_eval_task:build", "--rounds=3", f"--root_output_dir={tmp_path / 'out'}"),
+                marker, PYTHONPATH=os.path.join(ROOT, "tests"), SLOW_LOAD_MARK=str(reading))
+  deadline = time.monotonic() + 600
+  while not reading.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert reading.exists(), _finish(proc, timeout=60)
+  proc.send_signal(signal.SIGTERM)
+  out, err = _finish(proc, timeout=120)  # the read alone would hold it 600 s
+  assert proc.returncode == 143, err[-3000:]
+  assert [line for line in err.splitlines() if line.strip()] == [
+      "SIGTERM: stopped during start-up; the same command starts again."], err[-3000:]
+  assert out == "" and not (tmp_path / "out").exists() and not workers_with(marker)
