@@ -52,6 +52,8 @@ CONFIGS = (TaskOptions, LoopConfig, ClientConfig, ProcessConfig, ServerConfig, R
 FEDEX_SPACE = (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
                ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"), ("local_epochs", "none"),
                ("local_steps", "none"), ("batch_size", "8,16,32,64,128"))
+# Why an inf / nan number flag fails (absl's float parser accepts them, and reads 1e400 as inf).
+NOT_FINITE = "a finite number is required (inf, nan and values beyond ±1.8e308 are not)"
 
 
 def _define(cls: type) -> None:
@@ -111,6 +113,9 @@ def from_flags(cls: type, f=FLAGS, **given):
         value = tuple(element(v) for v in value)
       except ValueError:
         options.fail(meta.name, value, f"{element.__name__} values expected, comma-separated")
+    numbers = value if isinstance(value, tuple) else (value,)
+    options.check(all(math.isfinite(v) for v in numbers if isinstance(v, float)), meta.name, value,
+                  NOT_FINITE)
     values[field.name] = value
   return cls(**values, **given)
 
@@ -167,9 +172,10 @@ def check_paths(f=FLAGS) -> None:
   root and run directory ones this user can write in or create (`paths`)."""
   if f.data_dir:
     paths.check_input_dir("data_dir", f.data_dir)
-  options.check(f.experiment_name is None or (f.experiment_name.strip() not in ("", ".", "..")
-                                              and not os.path.isabs(f.experiment_name)),
-                "experiment_name", f.experiment_name, "a folder name under --root_output_dir")
+  name = f.experiment_name
+  options.check(name is None or (name.strip() not in ("", ".") and not os.path.isabs(name)
+                                 and ".." not in name.replace(os.sep, "/").split("/")),
+                "experiment_name", name, "a folder name under --root_output_dir (no '..')")
   paths.check_output_dir("root_output_dir", f.root_output_dir)
   if f.experiment_name:
     run_dir = os.path.join(os.path.expanduser(f.root_output_dir), f.experiment_name)

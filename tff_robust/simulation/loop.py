@@ -11,7 +11,6 @@ checkpoint therefore continues exactly as the uninterrupted run would.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import tensorflow as tf
 from tff_robust.algorithms import evaluation, process_for_task, robust_statistics
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.process import RobustProcess
-from tff_robust.common import options, run_lock
+from tff_robust.common import hard_stop, interrupts, options, run_lock, strict_json
 from tff_robust.common.options import option, seed_option
 from tff_robust.simulation import client_states
 from tff_robust.simulation import privacy_accounting
@@ -73,6 +72,19 @@ class LoopConfig:
 
   def __post_init__(self):
     options.validate(self)
+
+
+def check_resumable(output_dir: str, rounds: int) -> None:
+  """Raises `CheckpointMismatchError` when ``output_dir`` holds a checkpoint beyond ``rounds``
+  (a later model would be reported as this run's); cheap, before anything is built or written."""
+  _check_rounds(os.path.join(output_dir, "checkpoints"), interrupts.checkpoint_round(output_dir), rounds)
+
+
+def _check_rounds(directory: str, start: int, rounds: int) -> None:
+  if start > rounds:
+    raise CheckpointMismatchError(
+        f"the checkpoint in {directory} is of round {start}, beyond --rounds={rounds}: "
+        f"use --rounds ≥ {start} to resume or extend that run")
 
 
 class StoppedError(Exception):
@@ -161,8 +173,9 @@ class TrainingLoop:
     if self.client_metrics is not None:
       reported = self.process.next_with_client_reports(state, inputs)
       output, states = reported.output, reported.states or []
-      self.client_metrics.write(round_num, clients.training, clients.byzantine, reported.rows,
-                                reported.shares)
+      with hard_stop.writing():
+        self.client_metrics.write(round_num, clients.training, clients.byzantine, reported.rows,
+                                  reported.shares)
     elif self.state_store is not None:
       output, states = self.process.next_with_client_states(state, inputs)
     else:
@@ -175,34 +188,38 @@ class TrainingLoop:
       metrics["rejected_round"] = 1.0
       return self.process.after_rejection(state, output.state), metrics
     metrics["rejected_round"] = 0.0
-    for cid, client_state in zip(clients.training, states):
-      self.state_store.put(cid, client_state, round_num)
+    with hard_stop.writing():  # a client's state may spill to disk
+      for cid, client_state in zip(clients.training, states):
+        self.state_store.put(cid, client_state, round_num)
     return output.state, metrics
 
   def run(self, progress=None, stop: Optional[Callable[[], bool]] = None,
-          rounds: Optional[int] = None) -> dict[str, float]:
+          rounds: Optional[int] = None, on_start: Optional[Callable[[int], None]] = None) -> dict[str, float]:
     """Runs (or resumes) training to round ``rounds`` (default: the config's); returns the
     final metrics (test accuracy/loss) and keeps the last state in ``self.state``.
 
-    ``progress`` (e.g. `console.RunConsole`) gets ``start(resumed_round)`` and
-    ``round(round_num, metrics)``. When ``stop()`` is true at the end of a round, the round
-    is checkpointed and `StoppedError` raised. The run directory is held for the call
-    (`run_lock.hold`): a second process on it raises `run_lock.RunDirBusyError`.
+    ``on_start(resumed_round)`` runs once the checkpoint is restored and accepted, before this
+    call writes anything (a refused run leaves its directory as it was). ``progress`` (e.g.
+    `console.RunConsole`) gets ``start(resumed_round)`` and ``round(round_num, metrics)``. When
+    ``stop()`` is true at the end of a round, the round is checkpointed and `StoppedError`
+    raised. The run directory is held for the call (`run_lock.hold`): a second process on it
+    raises `run_lock.RunDirBusyError`. Every write is a `hard_stop.writing` block, so a forced
+    stop never leaves half a record.
     """
     with run_lock.hold(self.config.output_dir):
-      return self._run(progress, stop, rounds)
+      return self._run(progress, stop, rounds, on_start)
 
-  def _run(self, progress, stop, rounds) -> dict[str, float]:
+  def _run(self, progress, stop, rounds, on_start) -> dict[str, float]:
     cfg = self.config
     rounds = cfg.rounds if rounds is None else rounds
     state, start = self.checkpoints.restore(self.process.initialize())
-    self.releases.resume_at(start)
-    if self.client_metrics is not None:
-      self.client_metrics.resume_at(start)
-    if start > rounds:
-      raise CheckpointMismatchError(
-          f"the checkpoint in {self.checkpoints.directory} is of round {start}, beyond --rounds={rounds}: "
-          f"use --rounds ≥ {start} to resume or extend that run")
+    _check_rounds(self.checkpoints.directory, start, rounds)
+    with hard_stop.writing():
+      if on_start is not None:
+        on_start(start)
+      self.releases.resume_at(start)
+      if self.client_metrics is not None:
+        self.client_metrics.resume_at(start)
     if progress is not None:
       progress.start(start)
     if self.guard is not None:
@@ -216,15 +233,17 @@ class TrainingLoop:
         metrics.update(self.privacy.metrics(round_num))
       if round_num % cfg.rounds_per_eval == 0 or round_num == rounds:
         metrics.update(self.evaluate(state))
-      self.releases.release(metrics, round_num, rounds)
       saved = round_num % cfg.rounds_per_checkpoint == 0 or round_num == rounds
-      if saved:
-        self.checkpoints.save(state, round_num)
+      with hard_stop.writing():
+        self.releases.release(metrics, round_num, rounds)
+        if saved:
+          self.checkpoints.save(state, round_num)
       if progress is not None:
         progress.round(round_num, metrics)
       if stop is not None and stop() and round_num < rounds:
         if not saved:
-          self.checkpoints.save(state, round_num)
+          with hard_stop.writing():
+            self.checkpoints.save(state, round_num)
         self.state, self.round_num = state, round_num
         raise StoppedError(round_num)
       final = metrics
@@ -234,8 +253,8 @@ class TrainingLoop:
       result = self.evaluate(state)
     if self.privacy is not None:
       result.update(self.privacy.metrics(rounds))
-    with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
-      json.dump(result, f, indent=2, sort_keys=True)
+    with hard_stop.writing():
+      strict_json.write(os.path.join(cfg.output_dir, "final_metrics.json"), result, indent=2, sort_keys=True)
     return result
 
 

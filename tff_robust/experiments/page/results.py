@@ -304,12 +304,13 @@ EARLIER_SECTIONS = {"seed004": "fedopt", "seed002": "fedex"}  # --sections' name
 def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(prog="python -m tff_robust.experiments.page", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--plan", default="full", choices=sorted(PLANS))
+  p.add_argument("--plan", default="full", choices=sorted(PLANS),
+                 help="full: the papers' seeds and rounds (days on 2 cores); reduced: 1 seed, 1-3 rounds")
   p.add_argument("--root", default=os.path.join(REPO, "docs", "runs"),
                  help="every run's directory (the full page's finished runs are committed there)")
   p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="where results.md and PNGs go")
   p.add_argument("--kws_corpus", default=None, help="an espeak corpus to use (default ROOT/kws_corpus, built)")
-  p.add_argument("--parallel", type=int, default=1)
+  p.add_argument("--parallel", type=int, default=1, help="runs at a time, each a process (default 1)")
   p.add_argument("--sections", default="table1,table3,fedopt,fedex,bench",
                  help="which runs to start (the page is written from whatever has finished)")
   p.add_argument("--methods", default=None, help="start only these methods' Table 1 / 3 runs (e.g. fa,fa_rm)")
