@@ -1,7 +1,7 @@
 """Federated CIFAR-100 (500 clients, TFF's own LDA split), ResNet-18 with group norm (seed 004).
 
 The task of Reddi et al. (seed 004, CIFAR-100): TFF's federated CIFAR-100 read
-by TFF's own loader, ``tff.simulation.datasets.cifar100.load_data``, from
+as TFF's loader ``tff.simulation.datasets.cifar100.load_data`` returns it, from
 ``<data_dir>/cifar100.sqlite`` (``data_dir`` defaults to TFF's cache ``~/.tff``).
 That loader downloads when the file is absent; this module never lets it: it
 raises `DataMissingError` first. The clients' split is TFF's (a two-level

@@ -1,10 +1,11 @@
 """Federated EMNIST character recognition (62 classes, one client per writer).
 
-The task of Reddi et al. (seed 004, EMNIST CR): TFF's federated EMNIST read by
-TFF's own loader, ``tff.simulation.datasets.emnist.load_data(only_digits=False)``,
-from ``<data_dir>/emnist_all.sqlite`` (``data_dir`` defaults to TFF's cache
-``~/.tff``). That loader downloads when the file is absent; this module never
-lets it: it raises `DataMissingError` first.
+The task of Reddi et al. (seed 004, EMNIST CR): TFF's federated EMNIST, the
+ClientData of ``tff.simulation.datasets.emnist.load_data(only_digits=False)``,
+read from ``<data_dir>/emnist_all.sqlite`` (``data_dir`` defaults to TFF's cache
+``~/.tff``) by `tff_sqlite.load` (by rowid: a client costs its own examples).
+TFF's loader downloads when the file is absent; this module raises
+`DataMissingError` first.
 
 Elements are ``(pixels[28, 28, 1] float32, label int32)`` as in TFF's EMNIST
 baseline (pixels in [0, 1], 1.0 = background, not inverted).
@@ -12,7 +13,7 @@ baseline (pixels in [0, 1], 1.0 = background, not inverted).
 ``--num_clients`` caps the training clients: ``0``, or at least the number of
 writers, keeps all of them; otherwise a ``--seed``-determined random sample of
 that many writers is used. The default (``DEFAULT_NUM_CLIENTS = 0``) keeps all
-3,400 writers. The test set is always
+3,383 writers. The test set is always
 every writer's test split pooled.
 
 The model is Reddi et al.'s EMNIST CR CNN, the architecture of TFF's

@@ -1,7 +1,7 @@
 """Federated Shakespeare next-character prediction (715 roles as clients; seed 004).
 
 The task of Reddi et al. (seed 004, Shakespeare): TFF's federated Shakespeare
-read by TFF's own loader, ``tff.simulation.datasets.shakespeare.load_data``,
+as TFF's loader ``tff.simulation.datasets.shakespeare.load_data`` returns it,
 from ``<data_dir>/shakespeare.sqlite`` (``data_dir`` defaults to TFF's cache
 ``~/.tff``). That loader downloads when the file is absent; this module never
 lets it: it raises `DataMissingError` first.

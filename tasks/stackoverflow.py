@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.tasks import tff_sqlite
+from tff_robust.tasks import sql_reader, tff_sqlite
 from tff_robust.tasks.base import DataMissingError
 from tff_robust.tasks.tff_sqlite import cache_dir
 
@@ -123,6 +123,8 @@ def eval_sample(client_data: tff.simulation.datasets.ClientData, seed: int,
   ids = list(client_data.client_ids)
   rng = np.random.default_rng(seed)
   pick = sorted(rng.choice(len(ids), size=min(num_clients, len(ids)), replace=False))
+  if isinstance(client_data, sql_reader.SqlClients):  # each chosen user's first rows only
+    return client_data.heads([ids[i] for i in pick], examples_per_client)
   chosen = tf.data.Dataset.from_tensor_slices(np.array([ids[i] for i in pick]))
   make = client_data.serializable_dataset_fn
   return chosen.flat_map(lambda cid: make(cid).take(examples_per_client))

@@ -1,10 +1,14 @@
-"""TFF's on-disk federated data sets: ``<cache_dir>/<name>.sqlite`` read by TFF's loaders.
+"""TFF's on-disk federated data sets: ``<cache_dir>/<name>.sqlite`` as TFF's loaders read it.
 
 TFF's ``tff.simulation.datasets.<data set>.load_data(cache_dir=D)`` downloads
 ``<name>.sqlite.lzma`` into ``D`` and decompresses it when ``D/<name>.sqlite``
-is absent. Nothing here ever lets it: `load` checks the file first and raises
-`DataMissingError` naming the file and how to get it. ``D`` is ``--data_dir``,
-or TFF's default cache ``~/.tff``.
+is absent, then reads the file client by client (a scan of it per client).
+Here `load` checks the file first and raises `DataMissingError` naming the file
+and how to get it; it never downloads. ``D`` is ``--data_dir``, or TFF's default
+cache ``~/.tff``. The file is read by `sql_reader` (read-only, by rowid: a
+client costs its own examples, a pooled split one scan) into ClientData equal
+to what TFF's loader returns, split for split and element for element
+(`SPLITS`, `PARSERS`).
 
 Also shared by the tasks on these data sets: the seeded choice of training
 clients behind ``--num_clients`` (`select_clients`, `select_client_data`), the
@@ -24,7 +28,29 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tensorflow_federated.python.simulation.datasets import cifar100 as tff_cifar100
+from tensorflow_federated.python.simulation.datasets import emnist as tff_emnist
+from tensorflow_federated.python.simulation.datasets import shakespeare as tff_shakespeare
+from tensorflow_federated.python.simulation.datasets import stackoverflow as tff_stackoverflow
+
+from tff_robust.tasks import sql_reader
 from tff_robust.tasks.base import DataMissingError
+
+# The splits TFF's ``<data set>.load_data(**kwargs)`` returns, in its order, and TFF's parsing of
+# the serialized examples (the loaders' own, private, functions).
+SPLITS: dict[str, Callable[[dict], tuple[str, ...]]] = {
+    "emnist": lambda kw: (("digits_only_train", "digits_only_test") if kw.get("only_digits", True)
+                          else ("all_train", "all_test")),
+    "shakespeare": lambda kw: ("train", "test"),
+    "cifar100": lambda kw: ("train", "test"),
+    "stackoverflow": lambda kw: ("train", "heldout", "test"),
+}
+PARSERS: dict[str, sql_reader.ParseFn] = {
+    "emnist": tff_emnist._add_proto_parsing,  # pylint: disable=protected-access
+    "shakespeare": tff_shakespeare._add_parsing,  # pylint: disable=protected-access
+    "cifar100": tff_cifar100._add_proto_parsing,  # pylint: disable=protected-access
+    "stackoverflow": tff_stackoverflow._add_proto_parsing,  # pylint: disable=protected-access
+}
 
 
 def cache_dir(data_dir: str | None) -> str:
@@ -63,16 +89,17 @@ def require_file(path: str, what: str, dataset: str, **loader_kwargs) -> None:
       f"directory that holds it.")
 
 
-def load(path: str, what: str, dataset: str,
-         **loader_kwargs) -> tuple[tff.simulation.datasets.ClientData, ...]:
-  """TFF's ClientData splits of ``dataset`` from the existing file ``path``; never downloads.
+def load(path: str, what: str, dataset: str, **loader_kwargs) -> tuple[sql_reader.SqlClients, ...]:
+  """The ClientData splits ``tff.simulation.datasets.<dataset>.load_data`` returns, read from
+  the existing file ``path`` by `sql_reader` (start-up reads ``client_metadata`` only); never
+  downloads.
 
-  Arguments as for `require_file`; returns what
-  ``tff.simulation.datasets.<dataset>.load_data`` returns.
+  Arguments as for `require_file`.
   """
   require_file(path, what, dataset, **loader_kwargs)
-  loader = getattr(tff.simulation.datasets, dataset).load_data
-  return loader(**loader_kwargs, cache_dir=os.path.dirname(path))
+  source = sql_reader.SqlFile(path)
+  return tuple(sql_reader.SqlClients(source, split, PARSERS[dataset])
+               for split in SPLITS[dataset](loader_kwargs))
 
 
 def select_clients(client_ids: list[str], num_clients: int, seed: int) -> list[str]:
@@ -90,6 +117,8 @@ def select_client_data(client_data: tff.simulation.datasets.ClientData, num_clie
   ids = select_clients(list(client_data.client_ids), num_clients, seed)
   if len(ids) == len(client_data.client_ids):
     return client_data
+  if isinstance(client_data, sql_reader.SqlClients):
+    return client_data.subset(ids)
   return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
       ids, client_data.serializable_dataset_fn)
 

@@ -67,7 +67,7 @@ def test_client_state_store_keeps_components_apart_and_reads_the_old_layout(tmp_
     for g, w in zip(got[key], leaves):
       np.testing.assert_array_equal(g, w)
   np.savez(os.path.join(str(tmp_path), "old.r3.npz"), np.ones(2), np.full([2, 2], 2.0))
-  old = store.get("old")
+  old = client_states.ClientStateStore(str(tmp_path), lambda cid: {}).get("old")  # lists it anew
   assert list(old) == [client_states.LEGACY_KEY] == ["rm"]
   np.testing.assert_array_equal(old["rm"][1], np.full([2, 2], 2.0))
 
@@ -135,3 +135,37 @@ def test_client_selection_draws_the_functions_clients_and_a_byzantine_share():
     again = pick(t)  # the same draw from (seed, round) on every call, e.g. after a resume
     assert again.sampled == clients.sampled and again.training == clients.training
     assert np.array_equal(again.byzantine, clients.byzantine)
+
+
+def test_per_client_state_grows_with_the_clients_that_trained_not_with_the_task(tff_rt, tmp_path):
+  """SCAFFOLD's c_i over 3,000 clients, 2 rounds of 3: a state is made, held and written for
+  each client that trained and for no other; the store never lists its directory per client."""
+  from tff_robust.tasks.base import Task, sparse_accuracy  # pylint: disable=g-import-not-at-top
+  from tff_robust.tasks.partition import client_data_from_arrays  # pylint: disable=g-import-not-at-top
+  toy = _task()
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(6000, 5)).astype(np.float32)
+  y = rng.integers(3, size=6000).astype(np.int32)
+  train = client_data_from_arrays(x, y, [np.arange(2 * k, 2 * k + 2) for k in range(3000)])
+  task = Task(name="many", train=train, test=toy.test, model_fn=toy.model_fn, loss_fn=toy.loss_fn,
+              accuracy_fn=sparse_accuracy)
+  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn, train.element_type_structure)
+  proc = process.build_process(spec, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=1, batch_size=2), algorithm="scaffold"), num_clients=3000)
+  state0, made = proc.trainer.initial_state(), []
+  cfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=2, clients_per_round=3, seed=5)
+  driver = loop.TrainingLoop(proc, task, cfg,
+                             initial_state_fn=lambda cid: made.append(cid) or state0)
+  listed = []
+  real_listdir = os.listdir
+  os.listdir = lambda d: listed.append(d) or real_listdir(d)  # pylint: disable=unnecessary-lambda
+  try:
+    driver.run()
+  finally:
+    os.listdir = real_listdir
+  trained = [c for r in (1, 2) for c in driver.selection(r).training]
+  assert sorted(made) == sorted(set(trained)) and len(set(trained)) >= 3
+  names = real_listdir(os.path.join(str(tmp_path), "client_states"))
+  assert sorted({n.split(".r")[0] for n in names}) == sorted(set(trained))
+  assert len(driver.state_store._cache) == len(set(trained))  # pylint: disable=protected-access
+  assert listed.count(driver.state_store.directory) <= 1  # at most once (a resume's restore)

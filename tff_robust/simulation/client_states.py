@@ -7,7 +7,10 @@ simulation the driver holds it between the rounds that client is sampled in.
 At most ``max_in_memory`` clients are held in memory (least recently used are
 spilled to disk). Every state written to disk carries the round it was made
 in, so a run resumed from the checkpoint of round R reads, for each client,
-the newest state from a round ≤ R — exactly what it had at that checkpoint. A file holds leaf i of component ``key`` as the
+the newest state from a round ≤ R — exactly what it had at that checkpoint. Memory and files grow
+with the clients sampled so far, never with the clients of the task: a client is read, made or
+written only when it trains, and the store lists its directory once (then keeps that index). A
+file holds leaf i of component ``key`` as the
 array ``key.i``; a file of the layout before client components (``arr_0, arr_1, ...``, RM's θ^i
 only) is read as the state of `LEGACY_KEY`.
 """
@@ -43,21 +46,28 @@ class ClientStateStore:
     self._dirty: set[str] = set()
     self._limit_round: Optional[int] = None
     os.makedirs(directory, exist_ok=True)
+    self._files = self._list()  # file name of a client (`_safe`) -> {round: path}
 
-  def _versions(self, cid: str) -> list[tuple[int, str]]:
-    prefix = _safe(cid) + ".r"
-    out = []
+  def _list(self) -> dict[str, dict[int, str]]:
+    files: dict[str, dict[int, str]] = collections.defaultdict(dict)
     for name in os.listdir(self.directory):
       m = _FILE.match(name)
-      if name.startswith(prefix) and m and m.group("cid") == _safe(cid):
-        out.append((int(m.group("round")), os.path.join(self.directory, name)))
-    return sorted(out)
+      if m:
+        files[m.group("cid")][int(m.group("round"))] = os.path.join(self.directory, name)
+    return files
+
+  def _versions(self, cid: str) -> list[tuple[int, str]]:
+    return sorted(self._files.get(_safe(cid), {}).items())
 
   def _write(self, cid: str, state: State, round_num: int) -> None:
     path = os.path.join(self.directory, f"{_safe(cid)}.r{round_num}.npz")
     tmp = path + ".tmp.npz"
     np.savez(tmp, **{f"{key}.{i}": v for key, leaves in state.items() for i, v in enumerate(leaves)})
     os.replace(tmp, path)
+    self._files[_safe(cid)][round_num] = path
+
+  def _remove(self, name: str, round_num: int) -> None:
+    os.remove(self._files[name].pop(round_num))
 
   @staticmethod
   def _read(path: str) -> State:
@@ -107,25 +117,19 @@ class ClientStateStore:
       self._write(cid, state, r)
     self._dirty.clear()
     self._limit_round = None
-    by_client: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
-    for name in os.listdir(self.directory):
-      m = _FILE.match(name)
-      if m:
-        by_client[m.group("cid")].append((int(m.group("round")), os.path.join(self.directory, name)))
-    for versions in by_client.values():
-      older = sorted(v for v in versions if v[0] <= round_num)
-      for _, path in older[:-1]:
-        os.remove(path)
+    for name, versions in self._files.items():
+      for r in sorted(r for r in versions if r <= round_num)[:-1]:
+        self._remove(name, r)
 
   def restore(self, round_num: int) -> None:
     """Forgets memory and reads states as they were at the checkpoint of ``round_num``."""
     self._cache.clear()
     self._dirty.clear()
     self._limit_round = round_num
-    for name in os.listdir(self.directory):
-      m = _FILE.match(name)
-      if m and int(m.group("round")) > round_num:
-        os.remove(os.path.join(self.directory, name))
+    self._files = self._list()
+    for name, versions in self._files.items():
+      for r in [r for r in versions if r > round_num]:
+        self._remove(name, r)
 
 
 def _arrays(state: State) -> State:
