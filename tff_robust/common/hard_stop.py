@@ -109,8 +109,12 @@ class Watchdog:
     code = self.claimed if self.claimed is not None else 128 + signum
     if self.claimed is None:
       _flush_stdout()
+      try:
+        text = self.line(signum)
+      except Exception:  # pylint: disable=broad-except  (the stop must not depend on the note)
+        text = f"{signal.Signals(signum).name}: stopped."
       with contextlib.suppress(OSError):
-        os.write(2, f"\n{self.line(signum)}\n".encode())
+        os.write(2, f"\n{text}\n".encode())
     for pid in sorted(self.children):
       with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
