@@ -50,12 +50,12 @@ CASES = [
 def data_dir(tmp_path_factory):
   """One directory every task reads: SQLite files, TFDS's cifar10/, keyword folders."""
   d = str(tmp_path_factory.mktemp("offline_data"))
+  if espeak_corpus.espeak_binary() is not None:  # first: the corpus builder takes only an empty folder
+    data_makers_more.make_espeak_folder(d, num_speakers=6, repeats=1, seed=1)
   data_makers.make_emnist_sqlite(d, num_clients=4)
   data_makers_more.make_cifar100_sqlite(d)
   data_makers_more.make_shakespeare_sqlite(d)
   data_makers_more.make_cifar10_tfds(d, per_class=10, test_per_class=3)
-  if espeak_corpus.espeak_binary() is not None:
-    data_makers_more.make_espeak_folder(d, num_speakers=6, repeats=1, seed=1)
   return d
 
 
