@@ -10,6 +10,7 @@ from absl import flags
 from tff_robust.algorithms import config
 from tff_robust.algorithms import fedex
 from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import privacy
 from tff_robust.common import options, paths
 from tff_robust.flags import definitions
 from tff_robust.simulation.loop import LoopConfig
@@ -94,7 +95,8 @@ def test_dataclass_replace_validates_again():
 def _number_flags():
   """Every float flag of main and every list-of-floats flag, with the flags that make it count."""
   definitions.define_flags()
-  enable = {config.AHConfig: ("--ah",), fedex_space.FedExOptions: ("--fedex",)}
+  enable = {config.AHConfig: ("--ah",), fedex_space.FedExOptions: ("--fedex",),
+            privacy.DPConfig: ("--dp_noise_multiplier=1.0",)}
   for cls in definitions.CONFIGS:
     for field, meta in options.flag_fields(cls):
       default = field.default

@@ -19,17 +19,20 @@ from absl import flags
 
 from tff_robust import tasks
 from tff_robust.experiments.runs import Run
-from tff_robust.flags import definitions
+from tff_robust.flags import definitions, presets
 
 FLAGS = flags.FLAGS
 
 
 def _parsed(run: Run) -> definitions.RunConfig:
-  """``run``'s flags parsed and validated as main does (the global flags, left unparsed)."""
+  """``run``'s flags parsed, filled and validated as main does (`tff_robust.main._parse`; the
+  global flags, left unparsed)."""
   definitions.define_flags()
   FLAGS.unparse_flags()
+  argv = ["main", *run.flags()]
   try:
-    FLAGS(["main", *run.flags()])
+    FLAGS(argv)
+    presets.apply(argv)  # the task's paper setting where main would add it (not under a flagfile)
     return definitions.parse()
   except flags.Error as e:
     raise ValueError(str(e).replace("ERROR:: ", "")) from None
