@@ -6,16 +6,20 @@ in TFF's format at the real client counts, Stack Overflow's posts scaled down fo
 file sizes (``full``, and ``half``: half the clients and about half the examples), each system of
 `scale_run` runs in a process of its own:
 
-* ``ours`` (this project's reader and process) at both sizes: start-up, rounds (full size only),
-  pooled evaluation, peak RSS of the driver and its TFF worker;
-* ``tff_same``: TFF's ``build_weighted_fed_avg`` on the same client datasets: round times and
-  memory of the process alone (the ``ours / tff_same`` ratio is the process' overhead);
+* ``ours`` (this project's reader and process) at both sizes: start-up, pooled read and
+  evaluation, peak RSS of the driver and its TFF worker (one round at each client count, full
+  size only);
+* ``tff_same``: TFF's ``build_weighted_fed_avg`` on the same client datasets, alone: its memory;
+* ``pair``: ours and ``tff_same`` in one process, their rounds alternating on the same clients
+  (``--warmup`` rounds discarded, ``--rounds`` timed): the round times and their ratio, the
+  process' overhead over TFF's on the same data;
 * ``tff_sql``: TFF's loader (``SqlClientData``, a scan of the file per client) with TFF's FedAvg:
   start-up, rounds at ``--tff_sql_clients`` and the pooled evaluation, read over
   ``--tff_sql_eval_clients`` clients and scaled to all of them (marked ``×k``);
 * ``workers`` (``--workers_check``): ours on EMNIST at full size, each round from the same state
   on the local runtime and on two local TFF workers: how far apart the next states are.
 
+Each file is read once before its systems run, so all of them find it in the OS page cache.
 Results go to ``--json_out`` and a Markdown summary to stdout. The whole run takes hours on 2
 cores (CIFAR-100's ResNet-18 and the TFF data path dominate); ``--scale`` < 1 runs the same on
 smaller files (that share of the clients) to check the bench itself:
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -44,11 +49,13 @@ TASKS = ("emnist_cr", "shakespeare", "cifar100", "stackoverflow_nwp")
 
 
 def child(system: str, task: str, data_dir: str, clients: str, args, eval_clients: int = 0,
-          eval_: bool = True) -> dict:
+          eval_: bool = True, rounds: int | None = None, warmup: int | None = None) -> dict:
   """Runs `scale_run` for one system in a new process; its RESULT line."""
+  rounds = args.rounds if rounds is None else rounds
+  warmup = args.warmup if warmup is None else warmup
   cmd = [sys.executable, os.path.join(HERE, "scale_run.py"), f"--system={system}", f"--task={task}",
-         f"--data_dir={data_dir}", f"--clients={clients}", f"--rounds={args.rounds}",
-         f"--warmup={args.warmup}", f"--eval={int(eval_)}", f"--eval_clients={eval_clients}"]
+         f"--data_dir={data_dir}", f"--clients={clients}", f"--rounds={rounds}",
+         f"--warmup={warmup}", f"--eval={int(eval_)}", f"--eval_clients={eval_clients}"]
   print(f"[{time.strftime('%H:%M:%S')}] {' '.join(cmd[1:])}", flush=True)
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
@@ -67,16 +74,29 @@ def run_size(task: str, size: str, fraction: float, args) -> dict:
   """Every system on one file; the file is written first when absent."""
   directory = os.path.join(args.data_root, f"{task}_{size}" + (f"_x{args.scale:g}" if args.scale != 1 else ""))
   path, wrote = scale_files.ensure(task, directory, fraction)
-  out = {"file": path, "file_mb": os.path.getsize(path) / 2**20, "write_s": wrote, "fraction": fraction}
+  out = {"file": path, "file_mb": os.path.getsize(path) / 2**20, "write_s": wrote, "fraction": fraction,
+         "cache_warm_s": _read_through(path)}
   full = size == "full"
-  out["ours"] = child("ours", task, directory, args.clients if full else "", args)
+  # Alone, for start-up, the pooled test and peak memory (one round at each count is enough).
+  out["ours"] = child("ours", task, directory, args.clients if full else "", args, rounds=1, warmup=0)
   if full:
-    out["tff_same"] = child("tff_same", task, directory, args.clients, args, eval_=False)
+    out["tff_same"] = child("tff_same", task, directory, args.clients, args, eval_=False, rounds=1,
+                            warmup=0)
+    out["pair"] = child("pair", task, directory, args.clients, args, eval_=False)
   out["tff_sql"] = child("tff_sql", task, directory, args.tff_sql_clients if full else "", args,
                          eval_clients=args.tff_sql_eval_clients)
   if full and args.workers_check and task == "emnist_cr":
     out["workers"] = child("workers", task, directory, args.clients.split(",")[0], args)
   return out
+
+
+def _read_through(path: str) -> float:
+  """Reads the file once, so that every system finds it in the OS page cache alike; seconds."""
+  t0 = time.perf_counter()
+  with open(path, "rb") as f:
+    while f.read(1 << 24):
+      pass
+  return time.perf_counter() - t0
 
 
 def _ratio(a, b) -> str:
@@ -119,18 +139,21 @@ def summary(results: dict, counts: list[str]) -> list[str]:
                    f"{_ratio(f['ours']['startup_s'], h['ours']['startup_s'])} | "
                    f"{_ratio(pf.get('examples'), ph.get('examples'))} | "
                    f"{_ratio(pf.get('read_s'), ph.get('read_s'))} |")
-  lines += ["", "| data set | clients a round | ours s | tff_same s | ours / tff_same | ours cpu / "
-            "tff_same cpu | tff_sql s | ours / tff_sql |", "|" + " --- |" * 8]
+  lines += ["", "| data set | clients a round | ours s | tff_same s | ours / tff_same (medians) | "
+            "round by round | CPU | tff_sql s | ours / tff_sql |", "|" + " --- |" * 9]
   for task, sizes in results.items():
     r = sizes.get("full")
-    if not r:
+    if not r or "pair" not in r:
       continue
     for n in counts:
-      o, s, q = (_rounds(r[k], n) if k in r else None for k in ("ours", "tff_same", "tff_sql"))
-      cpu = [sum(r[k]["rounds"][n]["cpu"]) if k in r and n in r[k].get("rounds", {}) else None
-             for k in ("ours", "tff_same")]
-      lines.append(f"| {task} | {n} | {o or 0:.2f} | {s or 0:.2f} | {_ratio(o, s)} | "
-                   f"{_ratio(*cpu)} | {f'{q:.2f}' if q else '–'} | {_ratio(o, q)} |")
+      o, t = (r["pair"]["rounds"][k].get(n) for k in ("ours", "tff_same"))
+      if not o or not t:
+        continue
+      paired = statistics.median(a / b for a, b in zip(o["wall"], t["wall"]))
+      q = _rounds(r["tff_sql"], n)
+      lines.append(f"| {task} | {n} | {o['median']:.2f} | {t['median']:.2f} | "
+                   f"{_ratio(o['median'], t['median'])} | {paired:.2f} | {_ratio(sum(o['cpu']), sum(t['cpu']))} | "
+                   f"{f'{q:.2f}' if q else '–'} | {_ratio(o['median'], q)} |")
   for task, sizes in results.items():
     w = sizes.get("full", {}).get("workers")
     if w:

@@ -7,6 +7,8 @@ Systems, all on the same file and the same sampled clients (``selection.sample_c
   (one local epoch at batch B, server SGD at lr 1);
 * ``tff_same``: TFF's ``tff.learning.algorithms.build_weighted_fed_avg`` of the same model on the
   same client datasets (``dataset.batch(B)``, one epoch): the process alone, against ours;
+* ``pair``: ``ours`` and ``tff_same`` in one process, their rounds alternating on the same
+  clients: the round-time ratio that the machine's load moves least;
 * ``tff_sql``: TFF's own loader (``tff.simulation.datasets.<data set>.load_data``, its
   ``SqlClientData``: one scan of the file per client) under the task's preprocessing, with TFF's
   FedAvg: what TFF alone does with the file. Its pooled evaluation reads ``eval_clients`` of the
@@ -109,7 +111,7 @@ def load(system: str, task_name: str, data_dir: str, eval_clients: int):
     tff_sqlite.load = _capped(_tff_loader, eval_clients, factor)
   t0 = time.perf_counter()
   task = tasks.load_task(task_name, TaskOptions(data_dir=data_dir))
-  return task, time.perf_counter() - t0, (factor[0] if factor else 1.0)
+  return task, time.perf_counter() - t0, (factor[-1] if factor else 1.0)  # the test split's
 
 
 def tff_fedavg(task, batch: int):
@@ -131,34 +133,43 @@ def ours_process(task, batch: int):
       server=ServerConfig(opt="sgd", lr=1.0))).process
 
 
-def time_rounds(system: str, task, process, counts: list[int], rounds: int, warmup: int,
-                seed: int, batch: int, state=None) -> tuple[dict, object]:
-  """Wall and CPU seconds of each round (the clients' datasets made, then ``next``), per count,
-  from ``state`` (default: the process' initial state)."""
-  state = process.initialize() if state is None else state
+def time_rounds(task, processes: dict, counts: list[int], rounds: int, warmup: int, seed: int,
+                batch: int, states: dict | None = None) -> tuple[dict, dict]:
+  """Wall and CPU seconds of each round (the clients' datasets made, then ``next``) of each
+  process, per client count; with two processes their rounds alternate on the same clients
+  (round r of both, first one then the other first), so the machine's drift falls on both.
+  ``processes``: name -> process (``ours`` takes the datasets unbatched, TFF's batched)."""
+  states = dict(states or {name: p.initialize() for name, p in processes.items()})
   ids = sorted(task.train.client_ids)
-  out = {}
+  out: dict = {name: {} for name in processes}
   for n in counts:
-    wall, cpu = [], []
+    times = {name: ([], []) for name in processes}
     for r in range(1, warmup + rounds + 1):
       chosen = sample_clients(ids, min(n, len(ids)), seed, r)
-      c0, t0 = timing.cpu_seconds(worker_pids()), time.perf_counter()
-      data = [task.train.create_tf_dataset_for_client(c) for c in chosen]
-      if system != "ours":
-        data = [d.batch(batch) for d in data]
-      state = process.next(state, data).state
-      t1, c1 = time.perf_counter(), timing.cpu_seconds(worker_pids())
-      if r > warmup:
-        wall.append(t1 - t0)
-        cpu.append(c1 - c0)
-    out[str(n)] = {"median": statistics.median(wall), "wall": wall, "cpu": cpu}
-    print(f"  {system} {n} clients: {statistics.median(wall):.2f} s a round", flush=True)
-  return out, state
+      names = list(processes) if r % 2 else list(processes)[::-1]
+      for name in names:
+        c0, t0 = timing.cpu_seconds(worker_pids()), time.perf_counter()
+        data = [task.train.create_tf_dataset_for_client(c) for c in chosen]
+        if name != "ours":
+          data = [d.batch(batch) for d in data]
+        states[name] = processes[name].next(states[name], data).state
+        t1, c1 = time.perf_counter(), timing.cpu_seconds(worker_pids())
+        if r > warmup:
+          times[name][0].append(t1 - t0)
+          times[name][1].append(c1 - c0)
+    for name, (wall, cpu) in times.items():
+      out[name][str(n)] = {"median": statistics.median(wall), "wall": wall, "cpu": cpu}
+      print(f"  {name} {n} clients: {statistics.median(wall):.2f} s a round", flush=True)
+  return out, states
 
 
 def weights_of(system: str, process, state) -> list[np.ndarray]:
   w = process.get_model_weights(state)
   return [np.asarray(v) for v in list(w.trainable) + list(w.non_trainable)]
+
+
+def _add_batch_size(count, batch):
+  return count + tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
 
 
 def pooled_eval(task, weights, read: bool = True) -> dict:
@@ -170,8 +181,7 @@ def pooled_eval(task, weights, read: bool = True) -> dict:
   out = {}
   if read:
     t0 = time.perf_counter()
-    out["examples"] = int(task.test.batch(256).reduce(np.int64(0), lambda c, b: c + tf.cast(
-        tf.shape(tf.nest.flatten(b)[0])[0], tf.int64)))
+    out["examples"] = int(task.test.batch(256).reduce(np.int64(0), _add_batch_size))
     out["read_s"] = time.perf_counter() - t0
   data = task.test.batch(256).cache()
   for name in ("cold", "warm"):
@@ -191,13 +201,18 @@ def run(args) -> dict:
   with tff_runtime():
     workers = worker_pids()
     if counts:
-      process = ours_process(task, batch) if args.system == "ours" else tff_fedavg(task, batch)
-      result["rounds"], state = time_rounds(args.system, task, process, counts, args.rounds,
-                                            args.warmup, args.seed, batch)
-      weights = weights_of(args.system, process, state)
+      processes = {}
+      if args.system in ("ours", "pair"):
+        processes["ours"] = ours_process(task, batch)
+      if args.system != "ours":
+        processes["tff_same" if args.system == "pair" else args.system] = tff_fedavg(task, batch)
+      times, states = time_rounds(task, processes, counts, args.rounds, args.warmup, args.seed, batch)
+      result["rounds"] = times if args.system == "pair" else next(iter(times.values()))
+      name = next(iter(processes))
+      weights = weights_of(name, processes[name], states[name])
     else:
       weights = [v.numpy() for v in task.model_fn().variables]
-    if args.eval and args.system != "tff_same":
+    if args.eval and args.system in ("ours", "tff_sql"):
       result["pooled"] = pooled_eval(task, weights)
       result["pooled"]["scale"] = factor
       print(f"  {args.system} pooled test: read {result['pooled']['read_s']:.1f} s, evaluation "
@@ -275,7 +290,8 @@ class _nothing:  # pylint: disable=invalid-name
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--system", choices=("ours", "tff_same", "tff_sql", "workers"), required=True)
+  parser.add_argument("--system", choices=("ours", "tff_same", "tff_sql", "pair", "workers"),
+                      required=True)
   parser.add_argument("--task", choices=sorted(BATCH), required=True)
   parser.add_argument("--data_dir", required=True)
   parser.add_argument("--clients", default="10,50,100", help="clients a round ('' = no rounds)")

@@ -106,9 +106,9 @@ class SqlFile:
     self.checked: set[tuple[str, str]] = set()
     self._lock = threading.Lock()
     self._con: Optional[sqlite3.Connection] = None
-    self._map: Optional[dict[tuple[str, str], np.ndarray]] = None
-    self._ids: dict[str, list[str]] = {}
-    self._predicted: dict[tuple[str, str], Rows] = {}
+    self._map: Optional[tuple[np.ndarray, np.ndarray]] = None  # rowids by metadata row, bounds
+    self._index: dict[str, dict[str, int]] = {}  # split -> client id -> its metadata row
+    self._first = self._count = np.zeros([0], np.int64)  # predicted rowids, by metadata row
     with self._lock:
       self._check_format()
       self._predictable = self._read_metadata()
@@ -144,28 +144,27 @@ class SqlFile:
   def _read_metadata(self) -> bool:
     """Reads ``client_metadata``; whether it can predict the examples' rowids."""
     con = self._connection()
-    ids: dict[str, set[str]] = {}
-    first, predictable = 1, True
-    for cid, split, n in con.execute(
-        "SELECT client_id, split_name, num_examples FROM client_metadata ORDER BY rowid"):
-      key = (split, cid)
-      n = int(n or 0)
-      if key in self._predicted or n < 0:
+    meta = con.execute(
+        "SELECT client_id, split_name, num_examples FROM client_metadata ORDER BY rowid").fetchall()
+    predictable = True
+    for i, (cid, split, _) in enumerate(meta):
+      clients = self._index.setdefault(split, {})
+      if cid in clients:  # listed twice: the metadata does not describe the layout
         predictable = False
-      ids.setdefault(split, set()).add(cid)
-      self._predicted[key] = Rows(first, n)
-      first += max(n, 0)
-    self._ids = {split: sorted(cids) for split, cids in ids.items()}
+      clients[cid] = i
+    self._count = np.fromiter((max(int(n or 0), 0) for _, _, n in meta), np.int64, len(meta))
+    self._first = np.cumsum(self._count) - self._count + 1
+    predictable &= all(int(n or 0) >= 0 for _, _, n in meta)
     largest = con.execute("SELECT max(rowid) FROM examples").fetchone()[0] or 0
-    return predictable and largest == first - 1
+    return predictable and largest == int(self._count.sum())
 
   def splits(self) -> list[str]:
     """The splits ``client_metadata`` names."""
-    return sorted(self._ids)
+    return sorted(self._index)
 
   def client_ids(self, split: str) -> list[str]:
     """The split's client ids, sorted (as TFF's ``SqlClientData.client_ids``)."""
-    return list(self._ids.get(split, ()))
+    return sorted(self._index.get(split, ()))
 
   def num_examples(self, split: str, client_id: str) -> int:
     """The client's examples in the split, from its rows (once known) or the metadata."""
@@ -174,22 +173,23 @@ class SqlFile:
   def rows(self, split: str, client_id: str) -> Rows:
     """Where the client's examples of ``split`` are (checked once; see the module docstring)."""
     key = (split, client_id)
-    if key not in self._predicted:
+    i = self._index.get(split, {}).get(client_id)
+    if i is None:
       raise KeyError(f"{client_id!r} is not a client of split {split!r} in {self.path}")
     with self._lock:
       if self._map is None and self._predictable and key not in self.checked:
-        if self._range_holds(key):
+        if self._range_holds(key, Rows(int(self._first[i]), int(self._count[i]))):
           self.checked.add(key)
         else:
           self._predictable = False
       if self._map is None and not self._predictable:
         self._build_map()
       if self._map is not None:
-        return _as_rows(self._map.get(key, np.zeros([0], np.int64)))
-      return self._predicted[key]
+        rowids, bounds = self._map
+        return _as_rows(rowids[bounds[i]:bounds[i + 1]])
+      return Rows(int(self._first[i]), int(self._count[i]))
 
-  def _range_holds(self, key: tuple[str, str]) -> bool:
-    rows = self._predicted[key]
+  def _range_holds(self, key: tuple[str, str], rows: Rows) -> bool:
     if rows.count == 0:
       return True
     found = self._connection().execute(
@@ -200,26 +200,23 @@ class SqlFile:
   def _build_map(self) -> None:
     """Every known client's rowids, from one scan of ``examples`` (rows of other clients are
     not TFF's clients and are left out)."""
-    code = {key: i for i, key in enumerate(self._predicted)}
     codes, rowids = [], []
     cursor = self._connection().execute("SELECT rowid, split_name, client_id FROM examples")
     self.scans += 1
+    index, missing = self._index, {}
     while True:
       chunk = cursor.fetchmany(_FETCH)
       if not chunk:
         break
-      codes.append(np.fromiter((code.get((s, c), -1) for _, s, c in chunk), np.int64, len(chunk)))
+      codes.append(np.fromiter((index.get(s, missing).get(c, -1) for _, s, c in chunk), np.int64,
+                               len(chunk)))
       rowids.append(np.fromiter((r for r, _, _ in chunk), np.int64, len(chunk)))
     codes_all = np.concatenate(codes) if codes else np.zeros([0], np.int64)
     rowids_all = np.concatenate(rowids) if rowids else np.zeros([0], np.int64)
     keep = codes_all >= 0
     codes_all, rowids_all = codes_all[keep], rowids_all[keep]
     order = np.lexsort((rowids_all, codes_all))
-    codes_all, rowids_all = codes_all[order], rowids_all[order]
-    bounds = np.searchsorted(codes_all, np.arange(len(code) + 1))
-    keys = list(code)
-    self._map = {keys[i]: rowids_all[bounds[i]:bounds[i + 1]] for i in range(len(keys))
-                 if bounds[i + 1] > bounds[i]}
+    self._map = (rowids_all[order], np.searchsorted(codes_all[order], np.arange(len(self._count) + 1)))
 
   @property
   def uses_map(self) -> bool:

@@ -9,18 +9,10 @@ import os
 import pytest
 
 from helpers.paths import ROOT
+from helpers.fake_page import FakePage
 
 from tff_robust.experiments.page import kws200
 
-
-class FakePage:
-  stamp, command = "today", "cmd"
-
-  def __init__(self, docs):
-    self.docs, self.lines, self.drawn = docs, [], []
-
-  def figure(self, name, draw, caption):
-    self.drawn.append(draw(os.path.join(self.docs, name)))
 
 
 def _run(root, rel, accuracy, rounds=200, flags=()):
