@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
+from anchors import tff_fedavg  # noqa: E402  (bench/anchors.py)
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
@@ -31,17 +32,6 @@ from tff_robust.algorithms.process_for_task import build_process_for_task  # noq
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
-
-
-def tff_fedavg(task, input_spec, lr: float):
-  """TFF's own `build_weighted_fed_avg` of the task's model: client SGD at ``lr``, server SGD at 1."""
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        task.model_fn(), loss=task.loss_fn(), input_spec=input_spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-  return tff.learning.algorithms.build_weighted_fed_avg(
-      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(lr),
-      server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
 
 
 def main() -> None:

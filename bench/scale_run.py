@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
+import anchors  # noqa: E402  (bench/anchors.py)
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
@@ -115,16 +116,9 @@ def load(system: str, task_name: str, data_dir: str, eval_clients: int):
 
 
 def tff_fedavg(task, batch: int):
-  """TFF's weighted FedAvg of the task's model: client SGD at `LR`, server SGD at 1."""
+  """TFF's weighted FedAvg of the task's model (`anchors.tff_fedavg`) at `LR`, on batches of ``batch``."""
   spec = task.train.create_tf_dataset_for_client(task.train.client_ids[0]).batch(batch).element_spec
-
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        task.model_fn(), loss=task.loss_fn(), input_spec=spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-  return tff.learning.algorithms.build_weighted_fed_avg(
-      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(LR),
-      server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+  return anchors.tff_fedavg(task, spec, LR)
 
 
 def ours_process(task, batch: int):
