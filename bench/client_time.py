@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 
@@ -30,6 +29,7 @@ from tensorflow.python.framework import ops as ops_lib  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
+from tff_robust.common import strict_json  # noqa: E402
 from tff_robust.algorithms import client, client_work, evaluation, methods  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
@@ -167,8 +167,7 @@ def main() -> None:
                                 "step_flops": flops[m],
                                 "ops_ratio_to_fa": flops[m] / flops["FA"]} for m in METHODS}
   if args.json_out:
-    with open(args.json_out, "w") as f:
-      json.dump(out, f, indent=1)
+    strict_json.write(args.json_out, out)
 
 
 def _round_step(task, cfg: ProcessConfig, data: list, val):

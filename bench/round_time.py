@@ -15,7 +15,6 @@ time). The plain loop is the limit: the same SGD steps with no federated runtime
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 
@@ -27,6 +26,7 @@ import tensorflow_federated as tff  # noqa: E402
 import timing  # noqa: E402  (bench/timing.py; bench/ is this script's directory on sys.path)
 
 from tff_robust import tasks  # noqa: E402
+from tff_robust.common import strict_json  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
@@ -104,14 +104,14 @@ def main() -> None:
   print("ratio tff_robust / tff_fedavg per repetition (medians): "
         + ", ".join(f"{r['tff_fedavg']['median_ratio']:.3f}" for r in out_reps))
   if args.json_out:
-    with open(args.json_out, "w") as f:
-      json.dump({"task": args.task, "clients": len(cids), "steps": args.steps,
-                 "batch_size": args.batch_size, "rounds": args.rounds, "warmup": args.warmup,
-                 "median_seconds": med,
-                 "ratio_to_tff_fedavg": med["tff_robust"] / med["tff_fedavg"],
-                 "ratio_to_plain_tf": med["tff_robust"] / med["plain_tf"],
-                 "repetitions": [{"seconds": {k: timing.summary(t) for k, t in rep.items()},
-                                  "ratios": r} for rep, r in zip(reps, out_reps)]}, f, indent=1)
+    strict_json.write(args.json_out, {
+        "task": args.task, "clients": len(cids), "steps": args.steps,
+        "batch_size": args.batch_size, "rounds": args.rounds, "warmup": args.warmup,
+        "median_seconds": med,
+        "ratio_to_tff_fedavg": med["tff_robust"] / med["tff_fedavg"],
+        "ratio_to_plain_tf": med["tff_robust"] / med["plain_tf"],
+        "repetitions": [{"seconds": {k: timing.summary(t) for k, t in rep.items()},
+                         "ratios": r} for rep, r in zip(reps, out_reps)]})
 
 
 def _ratios(rep: dict) -> dict:

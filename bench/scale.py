@@ -42,6 +42,8 @@ import time
 
 import scale_files  # noqa: E402  (bench/ is this script's directory on sys.path)
 
+from tff_robust.common import strict_json  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASKS = ("emnist_cr", "shakespeare", "cifar100", "stackoverflow_nwp")
 
@@ -191,12 +193,10 @@ def main() -> None:
   print("\n".join(lines))
   if args.json_out:
     os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-    with open(args.json_out, "w") as f:
-      json.dump({"command": " ".join(sys.argv), "machine": {"cpus": os.cpu_count(),
-                                                            "platform": platform.platform(),
-                                                            "load_average": os.getloadavg()},
-                 "seconds": time.perf_counter() - t0, "args": vars(args), "summary": lines,
-                 "results": results}, f, indent=1)
+    strict_json.write(args.json_out, {  # strict JSON: a non-finite number is written as null
+        "command": " ".join(sys.argv),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "seconds": time.perf_counter() - t0, "args": vars(args), "summary": lines, "results": results})
 
 
 if __name__ == "__main__":

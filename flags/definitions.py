@@ -16,10 +16,12 @@ from absl import flags
 
 from tff_robust import tasks
 from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.algorithms.config import RobustConfig, ServerConfig
 from tff_robust.common import options, paths
 from tff_robust.common.options import option
+from tff_robust.flags import presets
 from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions
 
@@ -45,11 +47,13 @@ class RunConfig:
 
 # The dataclasses whose fields are flags (`options.option`), in the order --help lists them.
 CONFIGS = (TaskOptions, LoopConfig, ClientConfig, ProcessConfig, ServerConfig, RobustConfig, RunConfig,
-           AHConfig, fedex_space.FedExOptions)
+           AHConfig, fedex_space.FedExOptions, privacy.DPConfig)
 # FedEx's search space: one flag per hyper-parameter (`fedex_space.parse_hparam`), with its default range.
 FEDEX_SPACE = (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
                ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"), ("local_epochs", "none"),
                ("local_steps", "none"), ("batch_size", "8,16,32,64,128"))
+# Why an inf / nan number flag fails (absl's float parser accepts them, and reads 1e400 as inf).
+NOT_FINITE = "a finite number is required (inf, nan and values beyond ±1.8e308 are not)"
 
 
 def _define(cls: type) -> None:
@@ -92,6 +96,7 @@ def define_flags() -> None:
   flags.DEFINE_string("root_output_dir", paths.default_root(),
                       "Root of all outputs (default: this user's folder in the temporary directory).")
   flags.DEFINE_string("experiment_name", None, "Output sub-directory (default: derived from the flags).")
+  flags.DEFINE_enum("preset", "auto", list(presets.MODES), presets.HELP)
 
 
 def from_flags(cls: type, f=FLAGS, **given):
@@ -108,6 +113,9 @@ def from_flags(cls: type, f=FLAGS, **given):
         value = tuple(element(v) for v in value)
       except ValueError:
         options.fail(meta.name, value, f"{element.__name__} values expected, comma-separated")
+    numbers = value if isinstance(value, tuple) else (value,)
+    options.check(all(math.isfinite(v) for v in numbers if isinstance(v, float)), meta.name, value,
+                  NOT_FINITE)
     values[field.name] = value
   return cls(**values, **given)
 
@@ -122,6 +130,8 @@ def experiment_name(f=FLAGS) -> str:
     parts.append("ah")
   if f.fedex:
     parts.append("fedex")
+  if f.dp_noise_multiplier is not None:
+    parts.append("dp")
   parts.append(f"s{f.seed}")
   return "_".join(parts)
 
@@ -132,6 +142,17 @@ def fedex_config(f=FLAGS) -> FedExConfig:
                 "--ah already tunes the learning rate: set it to none")
   space = fedex_space.SearchSpace(**{n: fedex_space.parse_hparam(n, getattr(f, f"fedex_{n}")) for n, _ in FEDEX_SPACE})
   return FedExConfig(space=space, options=from_flags(fedex_space.FedExOptions, f))
+
+
+def dp_config(f=FLAGS) -> Optional[privacy.DPConfig]:
+  """DP-FedAvg's config when ``--dp_noise_multiplier`` is set; without it, the other ``--dp_*``
+  flags must stay unset (they would do nothing)."""
+  if f.dp_noise_multiplier is not None:
+    return from_flags(privacy.DPConfig, f)
+  for name in ("dp_clip", "dp_clip_quantile", "dp_delta"):
+    options.check(getattr(f, name) is None, name, getattr(f, name),
+                  "needs --dp_noise_multiplier (DP-FedAvg is off without it)")
+  return None
 
 
 def _reward_clip(text: str) -> Optional[float]:
@@ -151,9 +172,10 @@ def check_paths(f=FLAGS) -> None:
   root and run directory ones this user can write in or create (`paths`)."""
   if f.data_dir:
     paths.check_input_dir("data_dir", f.data_dir)
-  options.check(f.experiment_name is None or (f.experiment_name.strip() not in ("", ".", "..")
-                                              and not os.path.isabs(f.experiment_name)),
-                "experiment_name", f.experiment_name, "a folder name under --root_output_dir")
+  name = f.experiment_name
+  options.check(name is None or (name.strip() not in ("", ".") and not os.path.isabs(name)
+                                 and ".." not in name.replace(os.sep, "/").split("/")),
+                "experiment_name", name, "a folder name under --root_output_dir (no '..')")
   paths.check_output_dir("root_output_dir", f.root_output_dir)
   if f.experiment_name:
     run_dir = os.path.join(os.path.expanduser(f.root_output_dir), f.experiment_name)
@@ -174,7 +196,8 @@ def parse(f=FLAGS) -> RunConfig:
   if f.ah:
     ah = from_flags(AHConfig, f, min_reward=_reward_clip(f.ah_reward_clip))
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
-                       robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None)
+                       robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None,
+                       dp=dp_config(f))
   name = f.experiment_name or experiment_name(f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
@@ -228,6 +251,10 @@ class TuneConfig:
 def parse_tune(f=FLAGS) -> TuneConfig:
   """Validates the run's and the study's flags; raises ValueError naming flag, value, choices."""
   from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
+  options.check(f.dp_noise_multiplier is None, "dp_noise_multiplier", f.dp_noise_multiplier,
+                "a tuning study is refused with DP: its arms train on the same clients, so the study "
+                "spends the privacy of every arm and its choice of arm depends on their data, which "
+                "the accountant does not count; tune without DP on other data, then run main with DP")
   run = parse(f)
   methods = tuple(m.strip() for m in f.tune_methods if m.strip())
   options.check(bool(methods) and all(m in study.METHODS for m in methods), "tune_methods",

@@ -2,26 +2,30 @@
 
 The configuration is every flag of `definitions` except those that do not change results
 (`NOT_CONFIGURATION`: the output location, ``--workers``, evaluation and checkpoint periods,
-and for `main` ``--rounds``, so that a run can be extended). A directory resumes only with the
+``--preset`` (the values it fills count, not how they were given), ``--client_metrics``, and for
+`main` ``--rounds``, so that a run can be extended). A directory resumes only with the
 configuration it records; otherwise `bind` names the flags that differ (exit 2 when the user
 chose the directory) or picks a fresh sibling whose name ends in a hash of the configuration.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from absl import flags
 
+from tff_robust.common import strict_json
+
 FLAGS = flags.FLAGS
 RECORD = "hparams.cfg"
 DATA_MANIFEST = "data.json"
 NOT_CONFIGURATION = frozenset({"root_output_dir", "experiment_name", "workers", "rounds_per_eval",
-                               "rounds_per_checkpoint"})
+                               "rounds_per_checkpoint", "preset",
+                               "client_metrics"})
 # The module whose flags are the project's (absl's and TensorFlow's own are not recorded).
 PROJECT_MODULE = "tff_robust.flags.definitions"
 # Flags naming a place on disk: the same place at the same spot under the output root counts as
@@ -72,18 +76,56 @@ def _show(value: Any) -> str:
   return str(value)
 
 
+def effective(values: dict[str, Any]) -> dict[str, Any]:
+  """``values`` (flag name -> value, with ``task``) as the run computes with them: the task's
+  options left at ``default`` or unset (``--model``, ``--data_source``, ``--partition``,
+  ``--num_clients``) as the task resolves them (`tasks.resolve_options`). A flag spelled at the
+  value it resolves to is then the same configuration as the flag left out."""
+  from tff_robust import tasks  # pylint: disable=g-import-not-at-top
+  task = values.get("task")
+  fields = [fl.name for fl in dataclasses.fields(tasks.TaskOptions)]
+  if not isinstance(task, str) or not all(n in values for n in fields):
+    return dict(values)
+  try:
+    options = tasks.TaskOptions(**{n: values[n] for n in fields})
+    if tasks.is_plugin(task):
+      resolved = options if options.num_clients is not None else dataclasses.replace(options, num_clients=10)
+    else:
+      resolved = tasks.resolve_options(task, options)
+  except (ValueError, TypeError):  # not valid (e.g. an old record): compared as written
+    return dict(values)
+  return {**values, **{n: getattr(resolved, n) for n in fields}}
+
+
+# The flags of `tasks.TaskOptions`, which `effective` resolves together.
+_TASK_OPTIONS = ("data_source", "data_dir", "num_clients", "partition", "dirichlet_alpha", "model", "seed",
+                 "validation_fraction")
+
+
+def _values(recorded: Optional[dict[str, Any]], names: Sequence[str], f=FLAGS) -> dict[str, Any]:
+  """The configuration flags' values: recorded (a flag the record lacks counts as its default, or
+  as its `LEGACY_VALUES` entry) or, with ``recorded`` None, now."""
+  wanted = [n for n in dict.fromkeys([*names, "task", *_TASK_OPTIONS]) if n in f]
+  if recorded is None:
+    return {n: f[n].value for n in wanted}
+  return {n: recorded.get(n, LEGACY_VALUES.get(n, f[n].default)) for n in wanted}
+
+
 def differences(recorded: dict[str, Any], names: Sequence[str], f=FLAGS) -> list[str]:
-  """``--name (then A, now B)`` for each configuration flag whose value differs from the record;
-  a flag the record lacks counts as its default (it was unset or did not exist yet), or as its
-  `LEGACY_VALUES` entry when the behaviour before the flag was another."""
+  """``--name (then A, now B)`` for each configuration flag whose effective value (`effective`)
+  differs from the record's; a flag the record lacks counts as its default (it was unset or did
+  not exist yet), or as its `LEGACY_VALUES` entry when the behaviour before the flag was another."""
+  then_all, now_all = _values(recorded, names, f), _values(None, names, f)
+  then_eff, now_eff = effective(then_all), effective(now_all)
+  now_root = f["root_output_dir"].value if "root_output_dir" in f else None
   out = []
   for name in names:
-    then = recorded.get(name, LEGACY_VALUES.get(name, f[name].default))
-    now = f[name].value
-    now_root = f["root_output_dir"].value if "root_output_dir" in f else None
-    if then != now and not (name in PATH_FLAGS and same_place(then, now, recorded.get("root_output_dir"),
-                                                              now_root)):
-      out.append(f"--{name} (then {_show(then)}, now {_show(now)})")
+    then, now = then_all[name], now_all[name]
+    if then_eff[name] == now_eff[name]:
+      continue
+    if name in PATH_FLAGS and same_place(then, now, recorded.get("root_output_dir"), now_root):
+      continue
+    out.append(f"--{name} (then {_show(then)}, now {_show(now)})")
   return out
 
 
@@ -98,8 +140,13 @@ def same_place(then: Any, now: Any, then_root: Optional[str], now_root: Optional
 
 
 def configuration_hash(names: Sequence[str], f=FLAGS) -> str:
-  """8 hex digits of the configuration flags that differ from their defaults."""
-  lines = sorted(f[n].serialize() for n in names if f[n].value != f[n].default and f[n].value is not None)
+  """8 hex digits of the configuration flags whose effective values (`effective`) differ from
+  their defaults' for the same task (a flag spelled at its default changes nothing)."""
+  now = effective(_values(None, names, f))
+  base = effective({**{n: f[n].default for n in now}, "task": now.get("task")})
+  if "task" in base:
+    base["task"] = f["task"].default
+  lines = sorted(f[n].serialize() for n in names if now[n] != base[n] and f[n].value is not None)
   return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:8]
 
 
@@ -148,7 +195,4 @@ def write_data_manifest(run_dir: str, manifest: Optional[dict[str, Any]]) -> Non
   """Writes the task's data manifest (`Task.data_manifest`) to ``run_dir/data.json``; None: nothing."""
   if manifest is None:
     return
-  tmp = os.path.join(run_dir, DATA_MANIFEST + ".tmp")
-  with open(tmp, "w") as fh:
-    json.dump(manifest, fh, indent=1, sort_keys=True)
-  os.replace(tmp, os.path.join(run_dir, DATA_MANIFEST))
+  strict_json.write(os.path.join(run_dir, DATA_MANIFEST), manifest, indent=1, sort_keys=True)

@@ -90,6 +90,9 @@ def _check_common(options: TaskOptions) -> None:
   alpha = options.dirichlet_alpha
   if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
     raise ValueError(f"--dirichlet_alpha={alpha!r} is not valid; it must be a finite number > 0.")
+  if not _is_int(options.classes_per_client) or options.classes_per_client < 1:
+    raise ValueError(f"--classes_per_client={options.classes_per_client!r} is not valid; it must be an "
+                     "integer >= 1.")
   if not _is_int(options.seed) or not 0 <= options.seed < 2**32:
     raise ValueError(f"--seed={options.seed!r} is not valid; it must be an integer in [0, 2**32).")
   frac = options.validation_fraction

@@ -86,8 +86,9 @@ class TaskOptions:
     num_clients: number of clients for centralised data sets that we partition
       (``None``: the task's ``DEFAULT_NUM_CLIENTS``, 10 as in seed 000; for
       natural splits 0 = all clients).
-    partition: ``iid`` | ``one_class`` | ``dirichlet`` | ``natural``.
+    partition: ``iid`` | ``one_class`` | ``dirichlet`` | ``k_class`` | ``natural``.
     dirichlet_alpha: concentration for the ``dirichlet`` partition.
+    classes_per_client: K of the ``k_class`` partition (shards per client).
     model: model variant (task-specific, ``default`` = the task's default).
     seed: seed for partitioning and any sampling of data.
     validation_fraction: share of each client's training examples held out as the
@@ -101,8 +102,10 @@ class TaskOptions:
   num_clients: Optional[int] = option(
       None, "num_clients", "Clients for centrally held data sets (default: the task's, 10 as in seed 000); "
       "for natural splits a seeded sample of that many (0 = all).", kind="int")
-  partition: str = option("default", "partition", "iid | one_class | dirichlet | natural (task-specific).")
+  partition: str = option("default", "partition", "iid | one_class | dirichlet | k_class | natural (task-specific).")
   dirichlet_alpha: float = option(0.5, "dirichlet_alpha", "Concentration of the dirichlet partition.")
+  classes_per_client: int = option(2, "classes_per_client", "k_class partition: K label-sorted shards per client "
+                                   "(McMahan et al.'s pathological split; most clients hold K classes).")
   model: str = option("default", "model", "Task-specific model variant.")
   seed: int = seed_option()
   validation_fraction: float = option(

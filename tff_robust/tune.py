@@ -23,6 +23,7 @@ console.quiet_native_logs(sys.argv)
 from absl import flags  # noqa: E402
 
 from tff_robust import cli  # noqa: E402
+from tff_robust.common import run_lock  # noqa: E402
 from tff_robust.flags import definitions  # noqa: E402
 from tff_robust.flags import record  # noqa: E402
 
@@ -42,20 +43,39 @@ def _parse() -> tuple[definitions.TuneConfig, list[str]]:
 def main(argv: list[str]) -> None:
   cli.start(argv, FLAGS.verbosity, project_info=True)
   (config, notes), task = cli.parse_and_load(_parse, lambda c: c[0].run)
+  study_dir = config.study.study_dir
+  try:  # one process per study, refused before anything is written (as main's run directory)
+    with run_lock.hold(study_dir):
+      _run_study(config, notes, task)
+  except run_lock.RunDirBusyError as e:
+    cli.fail(str(e), run_lock.EXIT_BUSY)
+  interrupts.set_note(lambda: "after the study (its table is written)")
+  with open(os.path.join(study_dir, "table.md")) as f:
+    print(f.read(), flush=True)
 
+
+def _run_study(config: definitions.TuneConfig, notes: list[str], task) -> None:
+  """Trains the study's arms (held: `run_lock`) and writes its table; exits on a stop."""
   from tff_robust.tuning import arms  # pylint: disable=g-import-not-at-top
   from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.tuning import study  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime.context import tff_runtime  # pylint: disable=g-import-not-at-top
 
   record.write_record(config.study.study_dir)
-  interrupts.set_note(lambda: "during start-up; the same command resumes the study (finished arms and "
-                              "rungs are kept in study.db)")
+  kept = arms.KEPT
+  interrupts.set_note(lambda: f"during start-up; the same command resumes the study ({kept})")
   print("\n".join([f"study in {config.study.study_dir}", *notes, study.describe(config.study)]),
         flush=True)
-  kept = "finished arms and rungs are kept in study.db"
   with tff_runtime(addresses=config.run.workers), cli.StopRequest() as stop:
     runner = None
+
+    def where() -> str:  # the arm in training, and where the same command resumes it
+      if runner is None or runner.current is None:
+        return "before the first arm trained; the same command starts the study"
+      arm, _ = runner.current
+      return f"in {study.LABELS[arm.method]} arm {arm.number}; {interrupts.resume_phrase(arm.directory)}"
+
+    interrupts.set_note(lambda: f"{where()} ({kept})")
     try:
       runner = arms.FederatedArmRunner(
           task, config.run.process, config.run.loop, fedex=config.fedex,
@@ -65,20 +85,9 @@ def main(argv: list[str]) -> None:
       cli.fail(str(e))
     except loop_lib.StoppedError as e:
       arm, rounds = runner.current
-      print(f"stopped after round {e.round_num}/{rounds} of {study.LABELS[arm.method]} arm {arm.number} "
-            f"({stop.name}); its checkpoint is in {os.path.join(arm.directory, 'checkpoints')}: run the "
-            f"same command to resume that arm at round {e.round_num + 1} ({kept}).", file=sys.stderr, flush=True)
-      sys.exit(128 + stop.signum)
+      cli.end(arms.stopped_line(arm, rounds, e.round_num, stop.name), 128 + stop.signum)
     except KeyboardInterrupt:
-      where = "before the first arm trained; the same command starts the study"
-      if runner is not None and runner.current is not None:
-        arm, _ = runner.current
-        where = f"in {study.LABELS[arm.method]} arm {arm.number}; {interrupts.resume_phrase(arm.directory)}"
-      print(f"interrupted {where} ({kept}).", file=sys.stderr, flush=True)
-      sys.exit(130)
-  interrupts.set_note(lambda: "after the study (its table is written)")
-  with open(os.path.join(config.study.study_dir, "table.md")) as f:
-    print(f.read(), flush=True)
+      cli.end(f"interrupted {where()} ({kept}).", 130)
 
 
 def run() -> None:

@@ -10,6 +10,7 @@ from absl import flags
 from tff_robust.algorithms import config
 from tff_robust.algorithms import fedex
 from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import privacy
 from tff_robust.common import options, paths
 from tff_robust.flags import definitions
 from tff_robust.simulation.loop import LoopConfig
@@ -89,3 +90,32 @@ def test_option_needs_a_kind_when_the_default_is_none():
 def test_dataclass_replace_validates_again():
   with pytest.raises(ValueError, match=r"--batch_size=0 is not valid: must be ≥ 1\."):
     dataclasses.replace(config.ClientConfig(), batch_size=0)
+
+
+def _number_flags():
+  """Every float flag of main and every list-of-floats flag, with the flags that make it count."""
+  definitions.define_flags()
+  enable = {config.AHConfig: ("--ah",), fedex_space.FedExOptions: ("--fedex",),
+            privacy.DPConfig: ("--dp_noise_multiplier=1.0",)}
+  for cls in definitions.CONFIGS:
+    for field, meta in options.flag_fields(cls):
+      default = field.default
+      if isinstance(default, float) or meta.kind == "float":
+        yield meta.name, "", enable.get(cls, ())
+      elif isinstance(default, tuple) and default and isinstance(default[0], float):
+        yield meta.name, "0.1,", enable.get(cls, ())
+
+
+def test_every_number_flag_refuses_non_finite_values():
+  """absl reads inf, nan and 1e400 (as inf) for a float flag: each is refused in one line naming
+  the flag and the value, also inside a list of numbers."""
+  cases = list(_number_flags())
+  assert len(cases) > 25 and {"server_lr", "client_lr", "rm_weight", "ah_lr_grid"} <= {n for n, _, _ in cases}
+  for name, prefix, extra in cases:
+    for bad, shown in (("inf", "inf"), ("nan", "nan"), ("1e400", "inf"), ("-inf", "-inf")):
+      with pytest.raises(ValueError) as e:
+        parse(*extra, f"--{name}={prefix}{bad}")
+      message = str(e.value)
+      assert message == f"--{name}={prefix + shown!r} is not valid: {definitions.NOT_FINITE}." or (
+          message == f"--{name}={float(shown)!r} is not valid: {definitions.NOT_FINITE}."), message
+      assert "\n" not in message

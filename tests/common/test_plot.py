@@ -65,3 +65,43 @@ def test_a_label_keeps_its_colour_in_every_panel(tmp_path, monkeypatch):
              for ax in figures[0].axes]
   assert len(colours) == 4 and all(c == colours[0] for c in colours)
   assert colours[0]["iid"] != colours[0]["non-iid"]
+
+
+def _clients_run(path):
+  from tff_robust.simulation.client_metrics import ClientMetricsWriter  # pylint: disable=g-import-not-at-top
+  path.mkdir()
+  writer = ClientMetricsWriter(str(path))
+  for t, norms in ((1, (1.0, 2.0, 6.0)), (2, (0.5, 1.5, 4.0))):
+    rows = [dict(examples=10.0, local_loss=0.3, local_accuracy=0.9, update_norm=n, aggregation_weight=10.0,
+                 nonfinite=0.0) for n in norms]
+    writer.write(t, ["0", "1", "2"], [False, False, True], rows, None)
+  return path
+
+
+def test_clients_plot_draws_each_client_and_the_rounds_mean(tmp_path, monkeypatch):
+  run = _clients_run(tmp_path / "run")
+  rows = plot.read_clients(str(run))
+  assert rows[2] == dict(round=1.0, client_id="2", byzantine=1.0, examples=10.0, local_loss=0.3,
+                         local_accuracy=0.9, update_norm=6.0, aggregation_weight=10.0,
+                         weight_given=pytest.approx(1 / 3), nonfinite=0.0)
+  figures = []
+  monkeypatch.setattr(plot, "save", lambda fig, out_png, title="": figures.append(fig) or out_png)
+  plot.plot_clients(str(tmp_path / "x.png"), [f"krum={run}"], "update_norm")
+  ax = figures[0].axes[0]
+  mean = [line for line in ax.get_lines() if line.get_label() == "mean over clients"][0]
+  assert list(mean.get_ydata()) == pytest.approx([3.0, 2.0])
+  points = sorted(tuple(p) for c in ax.collections for p in c.get_offsets())
+  assert points == sorted([(1, 1.0), (1, 2.0), (1, 6.0), (2, 0.5), (2, 1.5), (2, 4.0)])
+  crosses = [c for c in ax.collections if c.get_label().startswith("_")]  # the byzantine client's rounds
+  assert [tuple(map(tuple, c.get_offsets())) for c in crosses] == [((1.0, 6.0), (2.0, 4.0))]
+  with pytest.raises(ValueError, match=r"--clients: 'norm' is not a column of .*clients.csv; it has: byzantine"):
+    plot.plot_clients(str(tmp_path / "x.png"), [f"krum={run}"], "norm")
+  with pytest.raises(FileNotFoundError, match="not made with --client_metrics"):
+    plot.read_clients(str(tmp_path))
+
+
+def test_clients_plot_command(tmp_path):
+  run = _clients_run(tmp_path / "run")
+  png = tmp_path / "clients.png"
+  plot.main([str(png), f"a={run}", f"b={run}", "--clients=weight_given"])
+  assert matplotlib.image.imread(png).shape[1] > 600  # two panels

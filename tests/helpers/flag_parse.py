@@ -26,3 +26,15 @@ def parse(*args):
 def parse_tune(*args):
   """`definitions.parse_tune()` of the command line ``tune *args``."""
   return _parse("tune", definitions.parse_tune, args)
+
+
+def parse_main(*args):
+  """`main`'s own parse of ``main *args``: the task's paper setting fills the flags not given
+  (`presets.apply`), then `definitions.parse()`; returns the RunConfig, the `presets.Setting`
+  and the header's setting lines."""
+  from tff_robust.flags import presets  # pylint: disable=g-import-not-at-top
+
+  def run():
+    setting = presets.apply(["main", *args])
+    return definitions.parse(), setting, presets.header_lines(setting)
+  return _parse("main", run, args)

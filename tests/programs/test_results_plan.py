@@ -55,14 +55,14 @@ def test_fedex_budget_is_the_flagfiles_rounds_or_the_plans_override():
 
 
 def test_fedopt_paired_comparison_is_per_seed_against_fedavg():
-  from tff_robust.experiments.page import results  # pylint: disable=g-import-not-at-top (matplotlib Agg)
+  from tff_robust.experiments.page import fedopt  # pylint: disable=g-import-not-at-top (matplotlib Agg)
   by_seed = {"avg": {0: 80.0, 1: 90.0, 2: 70.0}, "adam": {0: 82.0, 1: 89.0, 2: 73.0},
              "yogi": {0: 99.0}}  # one shared seed: no paired figure
-  lines = results.paired_vs_fedavg(by_seed)
+  lines = fedopt.paired_vs_fedavg(by_seed)
   assert len(lines) == 2 and lines[1] == ""
   assert "FedAdam +1.33 ± 1.20: held (ahead on 2 of 3 seeds)" in lines[0]
   assert "FedYogi" not in lines[0] and "FedAvg > 0:" in lines[0]
-  assert results.paired_vs_fedavg({"avg": {0: 1.0}}) == []
+  assert fedopt.paired_vs_fedavg({"avg": {0: 1.0}}) == []
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -6,6 +6,8 @@ import os
 
 from tff_robust.experiments.page import rescue
 
+from helpers.fake_page import FakePage
+
 
 def _study_run(root, name, val, test):
   """A run of the keyword study with evaluations at rounds 8-12 and 26-30 (``val``, ``test``: per round)."""
@@ -18,15 +20,6 @@ def _study_run(root, name, val, test):
       evaluated = t in (8, 10, 12, 26, 28, 30)
       w.writerow([t, 0.5, 0.1, 0.3, val(t) if evaluated else "", test(t) if evaluated else ""])
 
-
-class FakePage:
-  stamp, command = "today", "cmd"
-
-  def __init__(self, docs):
-    self.docs, self.lines, self.drawn = docs, [], []
-
-  def figure(self, name, draw, caption):
-    self.drawn.append(draw(os.path.join(self.docs, name)))
 
 
 def test_rm_is_set_against_fa_at_the_failing_schedule_seed_by_seed(tmp_path):

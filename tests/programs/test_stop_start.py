@@ -15,20 +15,21 @@ import pytest
 
 from tff_robust.common import interrupts
 
+from helpers import start_hooks
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
 TINY = ("--local_steps=2", "--batch_size=16", "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000")
 
 
-def _env(marker: str) -> dict[str, str]:
+def _env(marker: str, **extra: str) -> dict[str, str]:
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # a user's shell
-  return {**env, "TFF_ROBUST_TEST_RUN": marker}
+  return {**env, "TFF_ROBUST_TEST_RUN": marker, **extra}
 
 
-def _start(args, marker):
+def _start(args, marker, **extra):
   return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_env(marker), start_new_session=True)
+                          env=_env(marker, **extra), start_new_session=True)
 
 
 def _finish(proc, timeout=300):
@@ -56,9 +57,30 @@ def _main(*args):
 
 # ---- Ctrl-C during start-up, in every command ---------------------------------------------------
 
+COMMAND_MODULES = {"main": "tff_robust.main", "tune": "tff_robust.tune",
+                   "experiments": "tff_robust.experiments.__main__", "page": "tff_robust.experiments.page.__main__"}
+
+
+@pytest.mark.parametrize("command,at", [("main", "tff_robust.main"), ("main", "tff_robust.common.console"),
+                                        ("experiments", "tff_robust.experiments.__main__")])
+def test_ctrl_c_as_the_first_module_of_the_project_runs_ends_with_one_line(tmp_path, command, at):
+  """A Ctrl-C landing exactly when Python finds the command's module, or its first import: the
+  package has installed the quiet handler before either (no KeyboardInterrupt traceback)."""
+  env = start_hooks.environment(str(tmp_path / "hook"), at, "sigint")
+  args = {"main": _main("--rounds=1"), "experiments": [sys.executable, "-m", "tff_robust.experiments",
+                                                      "--table=rmah_table1"]}[command]
+  proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        env=_env(uuid.uuid4().hex, **env))
+  assert proc.returncode == 130, proc.stderr[-3000:]
+  assert proc.stderr.strip() == "SIGINT: stopped during start-up; the same command starts again.", proc.stderr
+  assert proc.stdout == ""
+
+
 @pytest.mark.parametrize("command,delay", [
     ("main", 0.5), ("main", 3.0), ("tune", 2.0), ("experiments", 0.3), ("page", 0.3)])
 def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
+  """Ctrl-C ``delay`` seconds after the command's own code starts (counted from Python finding its
+  module, so a loaded machine's slow interpreter start-up does not move the moment)."""
   out = str(tmp_path / "out")
   args = {
       "main": _main("--rounds=2", *TINY, f"--root_output_dir={out}"),
@@ -70,8 +92,13 @@ def test_ctrl_c_at_start_up_ends_with_one_line(tmp_path, command, delay):
       "page": [sys.executable, "-m", "tff_robust.experiments.page", "--plan=reduced", "--sections=table1",
                f"--root={out}", f"--docs={tmp_path / 'docs'}"],
   }[command]
-  marker = uuid.uuid4().hex
-  proc = _start(args, marker)
+  marker, started = uuid.uuid4().hex, tmp_path / "started"
+  proc = _start(args, marker, **start_hooks.environment(str(tmp_path / "hook"), COMMAND_MODULES[command],
+                                                        "touch", str(started)))
+  deadline = time.monotonic() + 300
+  while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert started.exists(), _finish(proc, timeout=60)
   time.sleep(delay)
   os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole foreground group
   _, err = _finish(proc, timeout=120)
@@ -166,3 +193,64 @@ def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
   assert re.search(r"^arm\s+RS 0 to round 50: server_lr ", text, re.M), text
   assert not re.search(r"^[IWE]\d{4} ", text + err, re.M) and "Resumed from the checkpoint" not in text + err
   assert not workers_with(marker)
+
+
+# ---- a stop inside one long native call (a pooled evaluation) -------------------------------------
+
+@pytest.mark.slow  # whole program twice (about a minute): a stop inside an evaluation, then the resume
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_inside_a_long_evaluation_ends_the_run_and_it_resumes(tmp_path, signum):
+  """The evaluation after round 2 reads a test split that blocks for 10 minutes (the driver is
+  inside one TensorFlow call, where Python runs no signal handler): Ctrl-C or SIGTERM still ends
+  the run (`hard_stop`) with one line saying where it resumes, no worker left, nothing half-written."""
+  marker, evaluating, run = uuid.uuid4().hex, tmp_path / "evaluating", tmp_path / "e"
+  args = _main("--task=helpers.slow_eval_task:build", "--rounds=3", "--rounds_per_eval=2",
+               "--rounds_per_checkpoint=1", "--local_steps=2", "--batch_size=16",
+               f"--root_output_dir={tmp_path}", "--experiment_name=e")
+  tests_path = os.path.join(ROOT, "tests")
+  proc = _start(args, marker, PYTHONPATH=tests_path, SLOW_EVAL_MARK=str(evaluating))  # helpers.slow_eval_task
+  deadline = time.monotonic() + 600
+  while not evaluating.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert evaluating.exists(), _finish(proc, timeout=60)
+  if signum == signal.SIGINT:
+    os.killpg(proc.pid, signum)  # a terminal's Ctrl-C
+  else:
+    proc.send_signal(signum)  # `kill PID`
+  _, err = _finish(proc, timeout=120)  # the evaluation alone would hold it 600 s
+  name = signal.Signals(signum).name
+  assert proc.returncode == 128 + signum, err[-3000:]
+  assert [line for line in err.splitlines() if line.strip()] == [
+      f"{name}: stopped during round 2, before it ended; the same command resumes at round 2 (the "
+      f"checkpoint of round 1 in {run / 'checkpoints'})."], err[-3000:]
+  time.sleep(0.5)
+  assert not workers_with(marker)
+  assert sorted(os.listdir(run / "checkpoints")) == ["program_state_1"]  # nothing half-saved
+  assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()[1:]] == ["1"]
+  assert not (run / "final_metrics.json").exists()
+
+  again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=_env(marker, PYTHONPATH=tests_path))  # the test split reads at once now
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert re.search(r"^resumed\s+from round 1\b", again.stdout, re.M), again.stdout
+  assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()[1:]] == ["1", "2", "3"]
+  assert "Traceback" not in again.stderr and not workers_with(marker)
+
+
+@pytest.mark.slow  # whole program: start-up to the task's data read (about 20 s), then the grace
+def test_a_stop_inside_a_long_data_read_at_start_up_ends_the_program(tmp_path):
+  """The task's data read at start-up blocks inside TensorFlow's iterator: SIGTERM still ends the
+  program with one line, and nothing is written (the run directory is not even made)."""
+  marker, reading = uuid.uuid4().hex, tmp_path / "reading"
+  proc = _start(_main("--task=helpers.slow_eval_task:build", "--rounds=3", f"--root_output_dir={tmp_path / 'out'}"),
+                marker, PYTHONPATH=os.path.join(ROOT, "tests"), SLOW_LOAD_MARK=str(reading))
+  deadline = time.monotonic() + 600
+  while not reading.exists() and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert reading.exists(), _finish(proc, timeout=60)
+  proc.send_signal(signal.SIGTERM)
+  out, err = _finish(proc, timeout=120)  # the read alone would hold it 600 s
+  assert proc.returncode == 143, err[-3000:]
+  assert [line for line in err.splitlines() if line.strip()] == [
+      "SIGTERM: stopped during start-up; the same command starts again."], err[-3000:]
+  assert out == "" and not (tmp_path / "out").exists() and not workers_with(marker)

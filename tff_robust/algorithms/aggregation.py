@@ -39,6 +39,10 @@ Layers, outermost first:
      ``clipping_norm``. (Not ``tff.learning.robust_aggregator``: it offers no fixed
      norm, its mean divides by zero when every weight is 0, and its zeroing misses
      NaN.)
+   * ``krum``, ``multi_krum``, ``bulyan``, ``geometric_median``: the Byzantine-robust rules of
+     `robust_statistics` (Blanchard et al. 2017; El Mhamdi et al. 2018; Pillutla et al.'s RFA),
+     on the stacked updates (`stacked_aggregation`), each with its assumption on the byzantine
+     clients f it tolerates (``byzantine_f``). Measurement ``included_count``.
 
 ``median`` and ``trimmed_mean`` gather every participating delta at the server (memory
 O(clients × model)) with one ``tff.federated_aggregate`` whose accumulator is the
@@ -62,7 +66,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.common_libs import structure
 
-AGGREGATORS = ("mean", "median", "trimmed_mean", "norm_clip")
+from tff_robust.algorithms import robust_statistics
+
+AGGREGATORS = ("mean", "median", "trimmed_mean", "norm_clip") + robust_statistics.RULES
 
 # TFF's robust_aggregator defaults (tensorflow_federated/python/learning/
 # model_update_aggregator.py).
@@ -90,6 +96,8 @@ def validate_aggregator(kind: str, trim_fraction: float = 0.2, clip_norm: Option
 def build_aggregator(kind: str = "mean", *, trim_fraction: float = 0.2,
                      clip_norm: Optional[float] = None, zeroing: bool = True,
                      zeroing_norm: Optional[float] = None, check_nonfinite: bool = True,
+                     byzantine_f: int = 0, multi_krum_select: int = 0, rfa_iterations: int = 10,
+                     rfa_nu: float = 1e-6, client_shares: bool = False,
                      ) -> tff.aggregators.WeightedAggregationFactory:
   """The aggregation factory for ``--aggregator`` (see the module docstring).
 
@@ -100,9 +108,19 @@ def build_aggregator(kind: str = "mean", *, trim_fraction: float = 0.2,
     zeroing: exclude non-finite deltas and zero deltas with ‖Δ‖_∞ > ``zeroing_norm``.
     zeroing_norm: fixed ∞-norm threshold; None = TFF's adaptive default.
     check_nonfinite: build the non-finite guard; False only for values finite by construction.
+    byzantine_f, multi_krum_select, rfa_iterations, rfa_nu: f of the Krum family, Multi-Krum's
+      q (0: m − f), RFA's Weiszfeld steps and ν (`robust_statistics`).
+    client_shares: the stacked rules (and median, trimmed mean) also measure ``client_shares``
+      (`stacked_aggregation`); no effect on the mean and clipping, whose shares are w_i / Σ w.
   """
   validate_aggregator(kind, trim_fraction, clip_norm, zeroing_norm)
-  if kind == "mean":
+  if kind in robust_statistics.RULES or (client_shares and kind in ("median", "trimmed_mean")):
+    from tff_robust.algorithms import stacked_aggregation  # pylint: disable=g-import-not-at-top (imports this module)
+    inner = stacked_aggregation.StackedFactory(
+        stacked_aggregation.rule(kind, byzantine_f=byzantine_f, multi_krum_select=multi_krum_select,
+                                 rfa_iterations=rfa_iterations, rfa_nu=rfa_nu,
+                                 trim_fraction=trim_fraction), report_shares=client_shares)
+  elif kind == "mean":
     inner = tff.aggregators.MeanFactory(no_nan_division=True)
   elif kind == "median":
     inner = CoordinateWiseFactory(coordinate_median)
@@ -139,15 +157,15 @@ def coordinate_trimmed_mean(stacked: tf.Tensor, beta: float) -> tf.Tensor:
   return tf.reduce_mean(ordered[k:m - k], axis=0)
 
 
-def _leaf_specs(value_type) -> list[tf.TensorSpec]:
+def leaf_specs(value_type) -> list[tf.TensorSpec]:
   return tf.nest.flatten(tff.types.type_to_tf_tensor_specs(value_type))
 
 
-def _pack(value_type, leaves):
+def pack(value_type, leaves):
   return tf.nest.pack_sequence_as(tff.types.type_to_tf_tensor_specs(value_type), leaves)
 
 
-def _check_types(value_type, weight_type):
+def check_types(value_type, weight_type):
   value_type = tff.types.to_type(value_type)
   weight_type = tff.types.to_type(weight_type)
   if not tff.types.is_structure_of_floats(value_type):
@@ -169,8 +187,8 @@ class CoordinateWiseFactory(tff.aggregators.WeightedAggregationFactory):
     self._reduce_fn = reduce_fn
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    value_type, weight_type = _check_types(value_type, weight_type)
-    specs = _leaf_specs(value_type)
+    value_type, weight_type = check_types(value_type, weight_type)
+    specs = leaf_specs(value_type)
     reduce_fn = self._reduce_fn
     stack_type = [tff.TensorType(s.dtype.as_numpy_dtype, [None] + s.shape.as_list()) for s in specs]
 
@@ -197,7 +215,7 @@ class CoordinateWiseFactory(tff.aggregators.WeightedAggregationFactory):
       leaves = [tf.cond(m > 0, lambda s=s: reduce_fn(s),
                         lambda s=s: tf.zeros(tf.shape(s)[1:], s.dtype)) for s in stacks]
       leaves = [tf.ensure_shape(x, spec.shape) for x, spec in zip(leaves, specs)]
-      return collections.OrderedDict(result=_pack(value_type, leaves), included_count=m)
+      return collections.OrderedDict(result=pack(value_type, leaves), included_count=m)
 
     @tff.federated_computation
     def init_fn():
@@ -243,7 +261,7 @@ class GuardedFactory(tff.aggregators.WeightedAggregationFactory):
     self._check = check
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    value_type, weight_type = _check_types(value_type, weight_type)
+    value_type, weight_type = check_types(value_type, weight_type)
     inner = self._inner.create(value_type, weight_type)
     exclude, check = self._exclude, self._check
 
@@ -256,7 +274,7 @@ class GuardedFactory(tff.aggregators.WeightedAggregationFactory):
       if exclude:
         leaves = [tf.where(finite, v, tf.zeros_like(v)) for v in leaves]
         weight = tf.where(finite, weight, tf.zeros_like(weight))
-      return _pack(value_type, leaves), weight, tf.cast(tf.logical_not(finite), tf.int32)
+      return pack(value_type, leaves), weight, tf.cast(tf.logical_not(finite), tf.int32)
 
     @tff.federated_computation
     def init_fn():

@@ -17,6 +17,7 @@ from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import attacks
 from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import hparam_grid
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms import schedules
 from tff_robust.algorithms import server_opt
 from tff_robust.common import options
@@ -202,7 +203,12 @@ class FedExConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RobustConfig:
-  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients."""
+  """Aggregation and fault model: `aggregation.build_aggregator` options and byzantine clients.
+
+  ``byzantine_f`` None (unset) is resolved against the clients per round by the driver
+  (`simulation.loop.resolve_robust`, which also checks the aggregator's assumption); a process
+  built directly from this config takes None as f = 0.
+  """
 
   aggregator: str = option("mean", "aggregator", "Aggregation: " + ", ".join(aggregation.AGGREGATORS))
   trim_fraction: float = option(0.2, "trim_fraction", "trimmed_mean: fraction dropped at each end per coordinate.")
@@ -216,8 +222,21 @@ class RobustConfig:
   byzantine_scale: Optional[float] = option(None, "byzantine_scale",
                                             "Scale of sign_flip (default 1) / scaled (default 10).", kind="float")
   byzantine_sigma: float = option(1.0, "byzantine_sigma", "σ of the gaussian attack.")
+  byzantine_f: Optional[int] = option(
+      None, "byzantine_f", "Byzantine clients f the aggregator assumes (krum, multi_krum, bulyan use it); a run "
+      "whose aggregator cannot tolerate f of n clients per round stops before training (krum, multi_krum "
+      "n ≥ 2f+3, bulyan n ≥ 4f+3, median, geometric_median n ≥ 2f+1, trimmed_mean also ⌊βn⌋ ≥ f, mean "
+      "f = 0). Unset: round(--byzantine_fraction·n), checked for the four new rules only.",
+      kind="int", check=lambda v: v is None or v >= 0, allowed="must be ≥ 0, or unset")
+  multi_krum_select: int = option(0, "multi_krum_select", "multi_krum: the q best-scored updates averaged "
+                                  "(0: n − f).", check=_NON_NEGATIVE, allowed="must be ≥ 0 (0: n − f)")
+  rfa_iterations: int = option(10, "rfa_iterations", "geometric_median: smoothed Weiszfeld steps R (RFA).",
+                               check=_AT_LEAST_ONE, allowed="must be ≥ 1")
+  rfa_nu: float = option(1e-6, "rfa_nu", "geometric_median: smoothing ν of the Weiszfeld step (RFA).",
+                         check=lambda v: 0 < v < math.inf, allowed="must be a finite number > 0")
 
   def __post_init__(self):
+    options.validate(self)
     aggregation.validate_aggregator(self.aggregator, self.trim_fraction, self.clip_norm, self.zeroing_norm)
     attacks.validate_attack(self.byzantine_attack, 0.0, self.byzantine_scale, self.byzantine_sigma)
 
@@ -245,6 +264,7 @@ class ProcessConfig:
   algorithm: str = option("fedavg", "algorithm",
                           "The method added to generalized FedAvg by name: " + ", ".join(ALGORITHMS) + ".",
                           choices=ALGORITHMS)
+  dp: Optional[privacy.DPConfig] = None  # user-level DP-FedAvg (`privacy`), None: off
 
   def __post_init__(self):
     options.validate(self)
@@ -255,6 +275,8 @@ class ProcessConfig:
       fedex_space.check_space(self.fedex.space, self.client.local_steps, self.ah is not None)
     from tff_robust.algorithms import methods  # pylint: disable=g-import-not-at-top (methods imports config)
     methods.check(self)
+    if self.dp is not None:
+      privacy.check_process(self)
 
   @property
   def uses_rm(self) -> bool:

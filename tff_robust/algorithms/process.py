@@ -21,10 +21,13 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_robust.algorithms import aggregation
+from tff_robust.algorithms import client_reports as client_reports_lib
 from tff_robust.algorithms import client_work
 from tff_robust.algorithms import evaluation
 from tff_robust.algorithms import methods
+from tff_robust.algorithms import privacy
 from tff_robust.algorithms import server
+from tff_robust.algorithms import stacked_aggregation
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.common import seeding
 
@@ -51,6 +54,8 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     client_input_type: the client-placed input of ``next``.
     next_with_client_states: when a client component keeps per-client state, a computation
       ``(state, client_inputs) -> (LearningProcessOutput, {key: state}@CLIENTS)``; else ``None``.
+    next_with_client_reports: built with ``client_reports`` only, ``(state, client_inputs) ->
+      `client_reports.ClientRound`: the round with each client's report and share; else None.
     trainer: the `client_work.ClientTrainer` (describes the client input and client state).
     after_rejection: ``(previous_state, rejected_state) -> state`` for a round the
       training loop's divergence guard rejects (see `build_process`).
@@ -58,10 +63,11 @@ class RobustProcess(tff.learning.templates.LearningProcess):
 
   def __init__(self, initialize_fn, next_fn, get_model_weights, set_model_weights, *,
                next_with_client_states, trainer: client_work.ClientTrainer, after_rejection,
-               get_hparams_fn=None, set_hparams_fn=None):
+               get_hparams_fn=None, set_hparams_fn=None, next_with_client_reports=None):
     super().__init__(initialize_fn, next_fn, get_model_weights, set_model_weights,
                      get_hparams_fn=get_hparams_fn, set_hparams_fn=set_hparams_fn)
     self.next_with_client_states = next_with_client_states
+    self.next_with_client_reports = next_with_client_reports
     self.after_rejection = after_rejection
     self.trainer = trainer
     self.client_input_type = trainer.input_type()
@@ -91,7 +97,7 @@ def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
                   total_examples: Optional[int] = None,
-                  num_clients: Optional[int] = None) -> RobustProcess:
+                  num_clients: Optional[int] = None, client_reports: bool = False) -> RobustProcess:
   """Builds the learning process for ``spec`` (model, loss, data spec) and ``config``.
 
   Type signatures (S: the server state, C: `client_input_type`, M: the round's metrics)::
@@ -109,6 +115,8 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
     num_clients: K, the task's clients (for a method that needs it, e.g. SCAFFOLD's |S|/N).
+    client_reports: also build ``next_with_client_reports`` (`client_reports`; off: nothing of it
+      is traced, and the aggregator is the same as without it).
   """
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
@@ -125,10 +133,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   rob = config.robust
   # Without byzantine clients every update is finite when it reaches the aggregator (the client
   # work sends a non-finite one as a zero delta of weight 0), so its non-finite guard is skipped.
-  agg_process = aggregation.build_aggregator(
+  agg_process = privacy.with_dp(aggregation.build_aggregator, config.dp)(
       rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
       zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
-      check_nonfinite=rob.byzantine_attack != "none").create(
+      check_nonfinite=rob.byzantine_attack != "none", byzantine_f=rob.byzantine_f or 0,
+      multi_krum_select=rob.multi_krum_select, rfa_iterations=rob.rfa_iterations, rfa_nu=rob.rfa_nu,
+      client_shares=client_reports).create(
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
   server_loss = (_server_loss_fn(spec, server_val)
@@ -191,7 +201,8 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     for part in components:
       new_state[part.key], part_metrics = part.update(state[part.key], round_)
       metrics.update(server.prefixed(part.key, part_metrics))
-    metrics.update(server.prefixed("agg", measurements))
+    metrics.update(server.prefixed("agg", {k: v for k, v in measurements.items()
+                                           if k != stacked_aggregation.CLIENT_SHARES}))
     if trainer.has_val:
       metrics["client_val_accuracy"] = tf.math.divide_no_nan(train.val_correct, train.val_predictions)
     return new_state, metrics
@@ -235,7 +246,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     updated = tff.federated_map(
         server_update, (core, hparams, mean_delta, reports, agg_output.measurements))
     new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs
+    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
 
   server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
   clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
@@ -248,15 +259,19 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   if trainer.stateful:
     @tff.federated_computation(server_state_type, clients_type)
     def next_with_client_states(state, client_inputs):
-      output, outputs = _round(state, client_inputs)
+      output, outputs, _ = _round(state, client_inputs)
       return output, outputs.state
 
+  next_with_client_reports = None
+  if client_reports:
+    next_with_client_reports = client_reports_lib.build(
+        _round, server_state_type, clients_type, client_out_type, agg_result_type, trainer.stateful)
   get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
       full_state_type, weights_type, opt, policy)
   return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
                        next_with_client_states=next_with_client_states, trainer=trainer,
                        after_rejection=after_rejection, get_hparams_fn=get_hparams,
-                       set_hparams_fn=set_hparams)
+                       set_hparams_fn=set_hparams, next_with_client_reports=next_with_client_reports)
 
 
 def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer,

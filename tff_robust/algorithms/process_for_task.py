@@ -45,7 +45,8 @@ def total_train_examples(client_data, val_every: int = 0) -> int:
 
 
 def build_process_for_task(task: Task, config: ProcessConfig, *, client_val_every: int = 0,
-                           server_val: Optional[tuple[np.ndarray, ...]] = None) -> ProcessForTask:
+                           server_val: Optional[tuple[np.ndarray, ...]] = None,
+                           client_reports: bool = False) -> ProcessForTask:
   """The learning process of ``config`` over ``task``, as `main` builds it.
 
   Args:
@@ -55,6 +56,7 @@ def build_process_for_task(task: Task, config: ProcessConfig, *, client_val_ever
       validation examples when the config holds them out).
     server_val: AH's server-held ``(x, y)``; by default, with ``--ah_loss_source=server``,
       `evaluation.server_sample` of the task's validation set (else of its clients).
+    client_reports: also build the round with its clients' reports (``--client_metrics``).
   """
   spec = model_spec(task)
   if server_val is None and config.ah is not None and config.ah.loss_source == "server":
@@ -64,5 +66,5 @@ def build_process_for_task(task: Task, config: ProcessConfig, *, client_val_ever
   if config.aggregation_norm == "all":  # N of Algorithm 1 line 13
     total = total_train_examples(task.train, client_val_every if config.needs_client_val else 0)
   process = build_process(spec, config, server_val=server_val, total_examples=total,
-                          num_clients=len(task.train.client_ids))
+                          num_clients=len(task.train.client_ids), client_reports=client_reports)
   return ProcessForTask(process, spec, server_val)

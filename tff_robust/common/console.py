@@ -122,6 +122,13 @@ def describe_robustness(process: ProcessSettings, loop: LoopSettings) -> str:
     agg += f" ({_fmt(r.trim_fraction)} per end)"
   elif agg == "norm_clip":
     agg += f" (norm {_fmt(r.clip_norm)})" if r.clip_norm else " (adaptive norm)"
+  elif agg == "multi_krum":
+    agg += f" (f {r.byzantine_f}, " + (f"{r.multi_krum_select} averaged)" if r.multi_krum_select
+                                       else "n − f averaged)")
+  elif agg in ("krum", "bulyan"):
+    agg += f" (f {r.byzantine_f})"
+  elif agg == "geometric_median":
+    agg += f" ({plural(r.rfa_iterations, 'Weiszfeld step')})"
   parts = [f"aggregator {agg}" + ("" if r.zeroing else ", no zeroing")]
   if loop.client_dropout_rate > 0:
     parts.append(f"client dropout {_fmt(loop.client_dropout_rate)}")
@@ -192,6 +199,8 @@ def format_round(round_num: int, rounds: int, metrics: Mapping[str, float],
     parts.append(f"lr {metrics['client_lr']:.3g} steps {int(round(metrics.get('local_steps', 0)))}")
   if "num_clients" in metrics:
     parts.append(f"{int(metrics['num_clients'])} clients")
+  if "dp_epsilon" in metrics:  # DP-FedAvg's user-level ε so far (at the run's δ)
+    parts.append(f"ε {metrics['dp_epsilon']:.3g}")
   if "round_seconds" in metrics:
     parts.append(f"{metrics['round_seconds']:.1f}s")
   if eta_seconds is not None:
@@ -318,6 +327,9 @@ def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wal
     lines.append(text)
   elif final:
     lines.append("final    " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(final.items())))
+  if "dp_epsilon" in final:
+    lines.append(f"privacy  user-level (ε, δ) = ({final['dp_epsilon']:.4g}, {final.get('dp_delta', math.nan):.3g}) "
+                 f"after {_rounds(last_round)} (DP-FedAvg; the model sequence, not the clients' diagnostics)")
   lines.append(f"time     {format_seconds(wall_seconds)} wall, {_rounds(rounds_this_session)} trained now")
   j = lambda *p: os.path.join(output_dir, *p)  # noqa: E731
   lines += [f"metrics  {j('metrics.csv')} (one row per round)",
@@ -330,4 +342,9 @@ def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wal
                "--metrics=train_loss,test_accuracy")
   if has_ah:
     lines.append(f"plot AH  {python} -m tff_robust.plot {shlex.quote(j('ah.png'))} {run}")
+  if os.path.exists(j("clients.csv")):  # --client_metrics
+    lines.insert(lines.index(f"final    {j('final_metrics.json')}"),
+                 f"clients  {j('clients.csv')} (one row per round per client)")
+    lines.append(f"plot     {python} -m tff_robust.plot {shlex.quote(j('clients.png'))} {run} "
+                 "--clients=weight_given")
   return lines

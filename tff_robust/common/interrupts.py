@@ -1,10 +1,12 @@
 """How the commands stop: what a rerun of a run directory starts from, and Ctrl-C / SIGTERM
 outside the training loop (start-up, the end summary) ending the program with one line.
 
-`main`, `tune`, `experiments` and the results page call `exit_quietly_on_signals` first thing,
-before their heavy imports: a signal then ends the program at once (no traceback from the middle
-of an import), with status 128 + signal and a line saying where a rerun starts. While they
-train they install their own handlers (`cli.StopRequest`, `experiments.scheduler.interruptible`).
+Every ``python -m tff_robust...`` command calls `exit_quietly_on_signals` first thing (the
+package's ``__init__`` does, before any other import of the project): a signal then ends the
+program at once (no traceback from the middle of an import), with status 128 + signal and a line
+saying where a rerun starts. While they train they install their own handlers (`cli.StopRequest`,
+`experiments.scheduler.interruptible`); `hard_stop` ends the program from a thread when the main
+thread is inside a long native call and cannot (the same line, after a grace).
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ import os
 import re
 import signal
 import sys
-import time
 from collections.abc import Callable
 
+from tff_robust.common import hard_stop
+from tff_robust.common.hard_stop import DUPLICATE_SECONDS, Repeats  # noqa: F401  (re-exported)
+
 CHECKPOINTS = "checkpoints"
-# A second SIGINT this soon after the first is the same Ctrl-C delivered twice: `uv run` without
-# a terminal forwards the Ctrl-C its process group already got to its child 0.2 s later.
-DUPLICATE_SECONDS = 0.5
 _STATE = re.compile(r"^program_state_(\d+)$")  # tff.program.FileProgramStateManager's versions
 
 
@@ -43,7 +44,7 @@ def resume_phrase(run_dir: str) -> str:
 
 
 def _nothing_yet() -> str:
-  return "during start-up, before any training; the same command starts again"
+  return "during start-up; the same command starts again"
 
 
 _note: Callable[[], str] = _nothing_yet
@@ -60,23 +61,21 @@ def note_for_run(run_dir: str) -> None:
   set_note(lambda: f"during start-up; {resume_phrase(run_dir)}")
 
 
-class Repeats:
-  """Tells a signal's first arrival, a deliberate repeat, and the same signal delivered twice
-  (`DUPLICATE_SECONDS`)."""
+def exit_now(code: int) -> None:
+  """Ends a program that was told to stop, with ``code``, once its own line is out: stdout and
+  stderr flushed, then `os._exit` (the interpreter's teardown of TensorFlow alone takes seconds,
+  which a stop within seconds cannot spend; every record is already whole: `hard_stop.writing`)."""
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, RuntimeError, ValueError):
+      pass
+  os._exit(code)
 
-  def __init__(self):
-    self._last: tuple[int, float] | None = None
 
-  def seen(self, signum: int) -> str:
-    """``first``, ``again`` (after an earlier signal) or ``duplicate`` (ignore it)."""
-    now = time.monotonic()
-    last, self._last = self._last, (signum, now)
-    if last is None:
-      return "first"
-    if last[0] == signum and now - last[1] < DUPLICATE_SECONDS:
-      self._last = last
-      return "duplicate"
-    return "again"
+def stop_line(signum: int) -> str:
+  """``SIGINT: stopped <note>.``: what a program ended by a signal prints (`set_note`)."""
+  return f"{signal.Signals(signum).name}: stopped {_note()}."
 
 
 def _exit(signum: int, frame) -> None:  # pylint: disable=unused-argument
@@ -85,12 +84,14 @@ def _exit(signum: int, frame) -> None:  # pylint: disable=unused-argument
   except (OSError, RuntimeError, ValueError):  # interrupted inside a write of stdout
     pass
   try:
-    os.write(2, f"\n{signal.Signals(signum).name}: stopped {_note()}.\n".encode())
+    os.write(2, f"\n{stop_line(signum)}\n".encode())
   finally:
     os._exit(128 + signum)  # at once: no traceback, no half-run clean-up of an import
 
 
 def exit_quietly_on_signals() -> None:
-  """SIGINT and SIGTERM end the program at once with one line on stderr (see module doc)."""
+  """SIGINT and SIGTERM end the program at once with one line on stderr, also from inside a long
+  native call (`hard_stop`; see the module doc). Idempotent."""
   for signum in (signal.SIGINT, signal.SIGTERM):
     signal.signal(signum, _exit)
+  hard_stop.start(stop_line)

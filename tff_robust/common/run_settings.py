@@ -33,6 +33,9 @@ class RobustSettings(Protocol):
   clip_norm: Optional[float]
   zeroing: bool
   byzantine_attack: str
+  byzantine_f: Optional[int]
+  multi_krum_select: int
+  rfa_iterations: int
 
 
 class AHSettings(Protocol):

@@ -5,14 +5,15 @@ studies that chose settings (`studies`) and the results page (`page`) are sub-pa
 this runner, each with its own imports (their `__init__`s say which); the runner imports neither.
 `kws_study` names the keyword study's runs for both (the study writes them, the page reads them).
 
-This layer starts programs and reads their outputs; it imports no TensorFlow (a data-source
-check loads `tff_robust.tasks` only when asked). The names below are its public API, each
-loaded from its module on first use, so that ``python -m tff_robust.experiments[.page]`` installs
-its quiet Ctrl-C handler before anything heavy is imported.
+This layer starts programs and reads their outputs; it imports TensorFlow only on demand: a
+data-source check, and `preflight`, which checks every run about to start (main's flag parsing,
+each task's data) before the first one starts. The names below are its public API, each loaded
+from its module on first use, so that ``python -m tff_robust.experiments[.page]`` starts without
+anything heavy imported.
 
 May import: tff_robust.common, tff_robust.runtime.children, tff_robust.plot, tff_robust.flags (to
-find flagfiles) and tff_robust.tasks (a data-source check, on demand); the training stack only
-through the programs it starts.
+find flagfiles; `preflight` parses runs with main's definitions) and tff_robust.tasks (on demand);
+the training stack only through the programs it starts.
 """
 
 from __future__ import annotations

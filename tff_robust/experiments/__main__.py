@@ -34,6 +34,11 @@ runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Ta
   row is the same runs as ``fedopt_constant``'s EMNIST CR row).
 * ``fedavg_keras_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
   accuracy or training accuracy.
+* ``robust_dp``: DP-FedAvg on MNIST-5k, test accuracy for noise z in {0, 0.1, 0.3, 1.0} x clip
+  C in {0.1, 0.3, 1, 3}; per noise level the clip is chosen by validation accuracy (`tables`).
+* ``robust_byzantine``: MNIST-5k (offline), 10 iid clients, 30 rounds: the mean, median,
+  trimmed mean, Krum, Multi-Krum, Bulyan and the geometric median against no attack and
+  1-3 of 10 clients sending sign-flipped, Gaussian or scaled updates.
 
 Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after
 ``STOP_TIMEOUT`` seconds), saying where each resumes; run the same command again to resume.
@@ -57,7 +62,7 @@ from typing import Optional  # noqa: E402
 from tff_robust.common import paths  # noqa: E402
 from tff_robust.experiments.report import (  # noqa: E402
     Summary, notes_for, plot_fig3, summarize, to_markdown, write_table)
-from tff_robust.experiments.runs import DONE, Overrides, Run, check_data_sources, plan  # noqa: E402
+from tff_robust.experiments.runs import DONE, PENDING, Overrides, Run, check_data_sources, plan  # noqa: E402
 from tff_robust.experiments.scheduler import INTERRUPTED, run_to_exit_code  # noqa: E402
 from tff_robust.experiments.tables import TABLES, Table, build_table, select  # noqa: E402
 
@@ -131,6 +136,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
     check_data_sources(table, overrides)
     runs = plan(table, args.seeds, args.root_output_dir, overrides)
+    pending = [r for r in runs if r.status() == PENDING]
+    if pending:  # every run to start is checked before the first starts (`preflight`)
+      from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
+      configs = preflight.check_flags(pending)
+      if not args.dry_run:  # a dry run on a machine without the data still lists the commands
+        preflight.check_data(configs)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -163,4 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  exit_code = main()
+  if exit_code == INTERRUPTED:  # every run is stopped and said so: no teardown (`interrupts.exit_now`)
+    interrupts.exit_now(exit_code)
+  sys.exit(exit_code)

@@ -11,7 +11,7 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from tff_robust.common import markdown
+from tff_robust.common import markdown, strict_json
 from tff_robust.experiments.runs import DONE, Overrides, Run
 from tff_robust.experiments.tables import RMAH_TASKS, Metric, Table
 
@@ -32,7 +32,7 @@ def read_values(run: Run, metric: Metric) -> list[float]:
     final = json.load(f)
   if metric.key not in final:
     raise ValueError(f"{final_path} has no {metric.key!r} (it has {sorted(final)})")
-  return [float(final[metric.key]) * metric.scale]
+  return [strict_json.number(final[metric.key]) * metric.scale]  # null: a non-finite value
 
 
 def format_cell(values: Sequence[float], metric: Metric, finished: int, expected: int) -> str:
@@ -120,6 +120,7 @@ def notes_for(table: Table, seeds: int, overrides: Overrides) -> list[str]:
     what = f"over {seeds} seed(s)"
   out = [f"Cells: mean ± sample std {what} of the {', '.join(metrics)}; "
          f"(k/n): only k of n seeds finished; {DASH}: no finished run."]
+  out += list(table.notes)
   if overrides.flags():
     out.append("Overrides: `" + " ".join(overrides.flags()) + "` (not the seed's full setting).")
   return out

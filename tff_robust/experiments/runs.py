@@ -1,8 +1,9 @@
 """One cell x seed of a table as a run of `tff_robust.main`: its flags (the cell's flagfiles,
 read as absl reads them, then overrides), its directory ``ROOT/<cell>_s<seed>``, and its
 state — done (``final_metrics.json`` exists for the rounds asked), pending (a larger
-``--rounds`` extends a finished run, as in `main`), or a conflict (the directory was made with
-other flags, or more rounds, and is never reused).
+``--rounds`` extends a finished run, as in `main`; a run that failed before training is started
+again, with the flags asked for now), or a conflict (the directory holds training made with other
+flags, or more rounds, and is never reused).
 
 A run's record (``experiment.json``) names places on disk relative to the run's root
 (``$ROOT/...``) or the repository (``$REPO/...``), so the records read the same in any clone;
@@ -22,7 +23,7 @@ from typing import Optional
 
 from tff_robust.flags import papers
 from tff_robust.flags import record as flag_record
-from tff_robust.common import run_lock
+from tff_robust.common import interrupts, run_lock, strict_json
 from tff_robust.experiments.tables import FLAGS_DIR, Cell, Table, expand_args, flag_values, flagfile_path
 
 # Run states.
@@ -236,10 +237,22 @@ class Run:
     repo = os.path.dirname(os.path.dirname(files[0])) if files else REPO
     return portable(record.get("flags") or [], roots[-1] if roots else self.root_output_dir, repo)
 
+  def trained(self) -> bool:
+    """Whether the run directory holds anything of training: a checkpoint, a round's metrics or
+    the final metrics. A run that failed before (e.g. its data was missing) holds none."""
+    if interrupts.checkpoint_round(self.output_dir) or os.path.exists(self.done_path):
+      return True
+    try:
+      with open(os.path.join(self.output_dir, "metrics.csv")) as f:
+        return sum(1 for line in f if line.strip()) > 1  # a header and a round
+    except OSError:
+      return False
+
   def conflict(self) -> Optional[str]:
-    """Why the existing run directory cannot be reused, or None."""
+    """Why the existing run directory cannot be reused, or None. A directory whose run never
+    trained (it failed before its first round) is started again with the flags asked for."""
     recorded = self.recorded_signature()
-    if recorded is None:
+    if recorded is None or not self.trained():
       return None
     mine = self.signature()
     now = _computing(mine, self.EXTENDS)
@@ -277,10 +290,9 @@ class Run:
     """Writes ``experiment.json`` (effective flags, command, and the commit of the flagfiles'
     checkout when it is a git checkout) into the run directory."""
     os.makedirs(self.output_dir, exist_ok=True)
-    with open(os.path.join(self.output_dir, "experiment.json"), "w") as f:
-      json.dump({"cell": self.cell.cell_id, "seed": self.seed, "flags": self.signature(),
-                 "command": shlex.join(self.command(python)), "commit": checkout_commit()},
-                f, indent=1)
+    strict_json.write(os.path.join(self.output_dir, "experiment.json"),
+                      {"cell": self.cell.cell_id, "seed": self.seed, "flags": self.signature(),
+                       "command": shlex.join(self.command(python)), "commit": checkout_commit()})
 
 
 def checkout_commit(repo: str = REPO) -> Optional[str]:

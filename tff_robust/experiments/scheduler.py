@@ -16,13 +16,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from tff_robust.common import interrupts, run_lock
+from tff_robust.common import hard_stop, interrupts, run_lock
 from tff_robust.experiments.runs import BUSY, CONFLICT, DONE, Run
 from tff_robust.runtime import children
 
 # The repository root, put on the children's PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STOP_TIMEOUT = 20.0
+# A run stops within its own grace after our SIGINT (`hard_stop`: it ends its round, or stops at
+# once); SIGKILL after this long. This program's own grace waits for that, within 10 s in all.
+STOP_TIMEOUT = hard_stop.GRACE_SECONDS + 1.5
+RUNNER_GRACE = STOP_TIMEOUT + 0.5
 
 
 class Terminated(Exception):
@@ -43,9 +46,11 @@ def interruptible():
 
   previous_term = signal.signal(signal.SIGTERM, handle)
   previous_int = signal.signal(signal.SIGINT, handle)
+  hard_stop.set_grace(RUNNER_GRACE)  # the runs stop first, each in its own way
   try:
     yield
   finally:
+    hard_stop.set_grace(hard_stop.GRACE_SECONDS)
     signal.signal(signal.SIGTERM, previous_term)
     signal.signal(signal.SIGINT, previous_int)
 

@@ -1,7 +1,8 @@
 """The seeds' tables as grids of cells: a cell is a list of flagfiles from ``flags/`` plus a few
 flags, run once per seed (`runs`). `TABLES` is the catalogue (seed 000 Tables 1-4 and Fig. 3,
-seed 004's optimizer and decay tables, seed 003's weighting table); `select` restricts one to
-some rows and methods."""
+seed 004's optimizer and decay tables, seed 003's weighting table, DP-FedAvg's noise x clip
+grid, and the aggregators under Byzantine attacks of issue 50); `select` restricts one to some
+rows and methods."""
 
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ class Table:
   columns: tuple[Axis, ...]
   cells: tuple[Cell, ...]
   kind: str = "table"  # or "figure" (rmah_fig3)
+  notes: tuple[str, ...] = ()  # lines under the title, after what a cell is
 
   def cell(self, row: str, column: str) -> Optional[Cell]:
     for c in self.cells:
@@ -249,6 +251,76 @@ def _fedavg_keras_mnist() -> Table:
                ("Model", "C"), rows, columns, cells)
 
 
+# ---- user-level DP-FedAvg (issue 50) ----------------------------------------------------
+
+# Noise multipliers z (0: clipping alone, ε = ∞, the no-noise reference) x the clip grid C. The runner
+# reports every cell; the table's rule (fixed before its runs): per noise level, the clip whose
+# validation accuracy (final_metrics.json's val_accuracy, mean over the seeds) is highest, ties to the
+# smaller C, and that cell's test accuracy and ε are the row's. C = 3 exceeds the clients' update
+# norms in a pilot (median 0.6-1.0 over rounds 1-10), so z = 0, C = 3 is FedAvg with uniform weights.
+ROBUST_DP_NOISE = (("z0", "0 (no noise)", "0"), ("z0.1", "0.1", "0.1"), ("z0.3", "0.3", "0.3"),
+                   ("z1.0", "1.0", "1.0"))
+ROBUST_DP_CLIPS = (("c0.1", "C = 0.1", "0.1"), ("c0.3", "C = 0.3", "0.3"), ("c1", "C = 1", "1"),
+                   ("c3", "C = 3", "3"))
+
+
+def _robust_dp() -> Table:
+  rows = tuple(Axis(key, (label,)) for key, label, _ in ROBUST_DP_NOISE)
+  columns = tuple(Axis(key, (label,)) for key, label, _ in ROBUST_DP_CLIPS)
+  cells = tuple(
+      Cell(row=rk, column=ck, cell_id=f"robust_dp_{rk}_{ck}", flagfiles=("robust_dp.cfg",),
+           flags=(f"--dp_noise_multiplier={z}", f"--dp_clip={c}"), task="mnist")
+      for rk, _, z in ROBUST_DP_NOISE for ck, _, c in ROBUST_DP_CLIPS)
+  return Table("robust_dp", "DP-FedAvg on MNIST-5k: test accuracy (%) by noise multiplier z and clip C "
+               "(10 one-class clients, all per round, 30 rounds; ε per run in final_metrics.json)",
+               ("Noise z",), rows, columns, cells)
+
+
+# ---- Byzantine robustness (issue 50) -------------------------------------------------------
+
+ROBUST_AGGREGATORS = (("mean", "mean"), ("median", "median"), ("trimmed mean", "trimmed_mean"),
+                      ("Krum", "krum"), ("Multi-Krum", "multi_krum"), ("Bulyan", "bulyan"),
+                      ("geometric median", "geometric_median"))
+ROBUST_ATTACKS = ("sign_flip", "gaussian", "scaled")  # `attacks.ATTACKS` but nan, which the guard removes
+ROBUST_CLIENTS = 10
+# The most byzantine clients of 10 that Bulyan assumes (n ≥ 4f+3); the other rules assume 3.
+BULYAN_MAX_F = 1
+
+
+def robust_cell(attack: str, attackers: int, aggregator: str) -> Cell:
+  """One aggregator against ``attackers`` of 10 clients sending ``attack`` (``none``: 0 of 10).
+
+  Each robust rule assumes f = the attackers (f = 1 without attack, its smallest setting), Bulyan
+  at most `BULYAN_MAX_F`; the trimmed mean trims f/10 per end (Yin et al.'s β ≥ f/n). The mean
+  takes no f."""
+  row = "none" if attack == "none" else f"{attack}_{attackers}"
+  flags_ = [f"--aggregator={aggregator}", f"--byzantine_attack={attack}",
+            f"--byzantine_fraction={attackers / ROBUST_CLIENTS:g}"]
+  if aggregator != "mean":
+    f = max(attackers, 1)
+    if aggregator == "bulyan":
+      f = min(f, BULYAN_MAX_F)
+    flags_.append(f"--byzantine_f={f}")
+    if aggregator == "trimmed_mean":
+      flags_.append(f"--trim_fraction={f / ROBUST_CLIENTS:g}")
+  return Cell(row=row, column=aggregator, cell_id=f"robust_byzantine_{row}_{aggregator}",
+              flagfiles=("robust_byzantine.cfg",), flags=tuple(flags_), task="mnist")
+
+
+def _robust_byzantine() -> Table:
+  rows = (Axis("none", ("none", "0 of 10")),) + tuple(
+      Axis(f"{a}_{k}", (a, f"{k} of 10")) for a in ROBUST_ATTACKS for k in (1, 2, 3))
+  columns = tuple(Axis(key, (label,)) for label, key in ROBUST_AGGREGATORS)
+  cells = tuple(robust_cell("none", 0, c.key) for c in columns) + tuple(
+      robust_cell(a, k, c.key) for a in ROBUST_ATTACKS for k in (1, 2, 3) for c in columns)
+  notes = ("Each robust rule assumes f = the byzantine clients (f = 1 without attack); Bulyan "
+           f"assumes n ≥ 4f+3, so with 10 clients it runs with f = {BULYAN_MAX_F} in the rows of 2 "
+           "and 3 attackers, beyond its assumption; the trimmed mean trims f/10 per end.",)
+  return Table("robust_byzantine", "Byzantine robustness: MNIST-5k accuracy (%), 10 iid clients, "
+               "30 rounds, k of 10 clients byzantine in every round, no zeroing",
+               ("Attack", "Byzantine"), rows, columns, cells, notes=notes)
+
+
 TABLES: dict[str, Callable[[], Table]] = {
     "rmah_table1": lambda: _rmah_accuracy_table("rmah_table1", "mnist",
                                                 "Seed 000 Table 1: MNIST accuracy (%)"),
@@ -261,6 +333,8 @@ TABLES: dict[str, Callable[[], Table]] = {
     "fedopt_constant": _fedopt_constant,
     "fedopt_decay": _fedopt_decay,
     "fedavg_keras_mnist": _fedavg_keras_mnist,
+    "robust_dp": _robust_dp,
+    "robust_byzantine": _robust_byzantine,
 }
 
 

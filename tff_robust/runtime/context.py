@@ -35,6 +35,7 @@ from tensorflow_federated.python.core.impl.executors import remote_executor_grpc
 from tensorflow_federated.python.core.impl.executors import remote_executor_stub
 from tensorflow_federated.python.core.impl.types import placements
 
+from tff_robust.common import hard_stop
 from tff_robust.runtime import children
 
 _GRPC_OPTIONS = [
@@ -185,6 +186,7 @@ class Runtime:
     else:
       proc, port = start_worker(log_path=self._log_path)
       self._procs.append(proc)
+      hard_stop.own(proc.pid)  # a stop forced from a thread kills it too
       stub = _WatchedStub(_stub(f"localhost:{port}"), proc, self._log_path)
       self.context = sync_execution_context.SyncExecutionContext(
           executor_fn=_executor_factory(stub), **_context_kwargs())
@@ -206,6 +208,7 @@ class Runtime:
       gc.collect()
     for proc in self._procs:
       stop_process(proc)
+      hard_stop.disown(proc.pid)
     self._procs.clear()
     atexit.unregister(self.close)
 

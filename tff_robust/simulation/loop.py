@@ -11,7 +11,6 @@ checkpoint therefore continues exactly as the uninterrupted run would.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable
@@ -20,14 +19,16 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms import evaluation, process_for_task
+from tff_robust.algorithms import evaluation, process_for_task, robust_statistics
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.process import RobustProcess
-from tff_robust.common import options, run_lock
+from tff_robust.common import hard_stop, interrupts, options, run_lock, strict_json
 from tff_robust.common.options import option, seed_option
 from tff_robust.simulation import client_states
+from tff_robust.simulation import privacy_accounting
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
 from tff_robust.simulation.client_data import ClientFeed
+from tff_robust.simulation.client_metrics import ClientMetricsWriter
 from tff_robust.simulation.guard import DivergenceGuard
 from tff_robust.simulation.releases import RunReleases, to_float_dict
 from tff_robust.simulation.selection import ClientSelection, num_sampled
@@ -65,9 +66,25 @@ class LoopConfig:
                                     "Reject a round whose model loss (256 held-out examples) is non-finite or "
                                     "exceeds this factor × the last accepted one (0 = off).",
                                     check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+  client_metrics: bool = option(False, "client_metrics",
+                                "Write clients.csv: per round, each client's examples, local loss and "
+                                "accuracy, update norm and the weight the aggregator gave it.")
 
   def __post_init__(self):
     options.validate(self)
+
+
+def check_resumable(output_dir: str, rounds: int) -> None:
+  """Raises `CheckpointMismatchError` when ``output_dir`` holds a checkpoint beyond ``rounds``
+  (a later model would be reported as this run's); cheap, before anything is built or written."""
+  _check_rounds(os.path.join(output_dir, "checkpoints"), interrupts.checkpoint_round(output_dir), rounds)
+
+
+def _check_rounds(directory: str, start: int, rounds: int) -> None:
+  if start > rounds:
+    raise CheckpointMismatchError(
+        f"the checkpoint in {directory} is of round {start}, beyond --rounds={rounds}: "
+        f"use --rounds ≥ {start} to resume or extend that run")
 
 
 class StoppedError(Exception):
@@ -83,9 +100,11 @@ class TrainingLoop:
   """Drives ``process`` over ``task`` as ``config`` says; see `run`."""
 
   def __init__(self, process: RobustProcess, task: Task, config: LoopConfig, *,
-               initial_state_fn: Optional[Callable[[str], client_states.State]] = None):
+               initial_state_fn: Optional[Callable[[str], client_states.State]] = None,
+               privacy: Optional[privacy_accounting.PrivacyLedger] = None):
     """``initial_state_fn(cid)``: a client's state before its first round (default: the client
-    components' declared initial values, the same for every client)."""
+    components' declared initial values, the same for every client). ``privacy``: with DP, the
+    ledger whose ε (``dp_epsilon``, ``dp_delta``) each round's metrics and the final ones carry."""
     self.process = process
     self.task = task
     self.config = config
@@ -107,6 +126,12 @@ class TrainingLoop:
                                    config.shuffle_buffer, config.client_val_every, state_store)
     self.checkpoints = RunCheckpoints(config.output_dir, state_store)
     self.releases = RunReleases(config.output_dir, config.log_every)
+    self.client_metrics = None
+    if config.client_metrics:
+      if process.next_with_client_reports is None:
+        raise ValueError("--client_metrics needs a process built with client_reports=True "
+                         "(build_training_loop builds it so)")
+      self.client_metrics = ClientMetricsWriter(config.output_dir)
     self._evaluate = evaluation.make_evaluator(task.model_fn, task.loss_fn, task.accuracy_fn)
     self._test = task.test.batch(config.eval_batch_size).cache()
     self._val = (task.validation.batch(config.eval_batch_size).cache()
@@ -117,6 +142,7 @@ class TrainingLoop:
           evaluation.server_sample(task.train, task.validation, 256, config.seed)).batch(256).cache()
       self.guard = DivergenceGuard(config.divergence_factor,
                                    lambda state: self._metrics_of(state, guard_data)["loss"])
+    self.privacy = privacy
     self.state = None
     self.round_num = 0  # the round of ``state``
 
@@ -144,7 +170,13 @@ class TrainingLoop:
                      "skipped_round": 1.0}
     inputs = [self.client_input(cid, round_num, bool(b))
               for cid, b in zip(clients.training, clients.byzantine)]
-    if self.state_store is not None:
+    if self.client_metrics is not None:
+      reported = self.process.next_with_client_reports(state, inputs)
+      output, states = reported.output, reported.states or []
+      with hard_stop.writing():
+        self.client_metrics.write(round_num, clients.training, clients.byzantine, reported.rows,
+                                  reported.shares)
+    elif self.state_store is not None:
       output, states = self.process.next_with_client_states(state, inputs)
     else:
       output, states = self.process.next(state, inputs), []
@@ -156,32 +188,38 @@ class TrainingLoop:
       metrics["rejected_round"] = 1.0
       return self.process.after_rejection(state, output.state), metrics
     metrics["rejected_round"] = 0.0
-    for cid, client_state in zip(clients.training, states):
-      self.state_store.put(cid, client_state, round_num)
+    with hard_stop.writing():  # a client's state may spill to disk
+      for cid, client_state in zip(clients.training, states):
+        self.state_store.put(cid, client_state, round_num)
     return output.state, metrics
 
   def run(self, progress=None, stop: Optional[Callable[[], bool]] = None,
-          rounds: Optional[int] = None) -> dict[str, float]:
+          rounds: Optional[int] = None, on_start: Optional[Callable[[int], None]] = None) -> dict[str, float]:
     """Runs (or resumes) training to round ``rounds`` (default: the config's); returns the
     final metrics (test accuracy/loss) and keeps the last state in ``self.state``.
 
-    ``progress`` (e.g. `console.RunConsole`) gets ``start(resumed_round)`` and
-    ``round(round_num, metrics)``. When ``stop()`` is true at the end of a round, the round
-    is checkpointed and `StoppedError` raised. The run directory is held for the call
-    (`run_lock.hold`): a second process on it raises `run_lock.RunDirBusyError`.
+    ``on_start(resumed_round)`` runs once the checkpoint is restored and accepted, before this
+    call writes anything (a refused run leaves its directory as it was). ``progress`` (e.g.
+    `console.RunConsole`) gets ``start(resumed_round)`` and ``round(round_num, metrics)``. When
+    ``stop()`` is true at the end of a round, the round is checkpointed and `StoppedError`
+    raised. The run directory is held for the call (`run_lock.hold`): a second process on it
+    raises `run_lock.RunDirBusyError`. Every write is a `hard_stop.writing` block, so a forced
+    stop never leaves half a record.
     """
     with run_lock.hold(self.config.output_dir):
-      return self._run(progress, stop, rounds)
+      return self._run(progress, stop, rounds, on_start)
 
-  def _run(self, progress, stop, rounds) -> dict[str, float]:
+  def _run(self, progress, stop, rounds, on_start) -> dict[str, float]:
     cfg = self.config
     rounds = cfg.rounds if rounds is None else rounds
     state, start = self.checkpoints.restore(self.process.initialize())
-    self.releases.resume_at(start)
-    if start > rounds:
-      raise CheckpointMismatchError(
-          f"the checkpoint in {self.checkpoints.directory} is of round {start}, beyond --rounds={rounds}: "
-          f"use --rounds ≥ {start} to resume or extend that run")
+    _check_rounds(self.checkpoints.directory, start, rounds)
+    with hard_stop.writing():
+      if on_start is not None:
+        on_start(start)
+      self.releases.resume_at(start)
+      if self.client_metrics is not None:
+        self.client_metrics.resume_at(start)
     if progress is not None:
       progress.start(start)
     if self.guard is not None:
@@ -191,17 +229,21 @@ class TrainingLoop:
       t0 = time.perf_counter()
       state, metrics = self._round(state, round_num)
       metrics["round_seconds"] = time.perf_counter() - t0
+      if self.privacy is not None:
+        metrics.update(self.privacy.metrics(round_num))
       if round_num % cfg.rounds_per_eval == 0 or round_num == rounds:
         metrics.update(self.evaluate(state))
-      self.releases.release(metrics, round_num, rounds)
       saved = round_num % cfg.rounds_per_checkpoint == 0 or round_num == rounds
-      if saved:
-        self.checkpoints.save(state, round_num)
+      with hard_stop.writing():
+        self.releases.release(metrics, round_num, rounds)
+        if saved:
+          self.checkpoints.save(state, round_num)
       if progress is not None:
         progress.round(round_num, metrics)
       if stop is not None and stop() and round_num < rounds:
         if not saved:
-          self.checkpoints.save(state, round_num)
+          with hard_stop.writing():
+            self.checkpoints.save(state, round_num)
         self.state, self.round_num = state, round_num
         raise StoppedError(round_num)
       final = metrics
@@ -209,8 +251,10 @@ class TrainingLoop:
     result = {k: v for k, v in final.items() if k.startswith(("test_", "val_"))}
     if not result:
       result = self.evaluate(state)
-    with open(os.path.join(cfg.output_dir, "final_metrics.json"), "w") as f:
-      json.dump(result, f, indent=2, sort_keys=True)
+    if self.privacy is not None:
+      result.update(self.privacy.metrics(rounds))
+    with hard_stop.writing():
+      strict_json.write(os.path.join(cfg.output_dir, "final_metrics.json"), result, indent=2, sort_keys=True)
     return result
 
 
@@ -218,8 +262,27 @@ def build_training_loop(task: Task, process_config: ProcessConfig, loop_config: 
   """The process of ``process_config`` over ``task`` (`process_for_task.build_process_for_task`)
   and its driver: what `main` runs.
 
-  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`).
+  Call inside a TFF execution context (`tff_robust.runtime.context.tff_runtime`). The aggregator's
+  f is resolved and checked first (`resolve_robust`); with DP, its cohort and δ are resolved and
+  the loop records ε (`privacy_accounting`).
   """
+  process_config = resolve_robust(process_config, loop_config, len(task.train.client_ids))
+  process_config = privacy_accounting.resolve(process_config, loop_config, task)
   built = process_for_task.build_process_for_task(task, process_config,
-                                                  client_val_every=loop_config.client_val_every)
-  return TrainingLoop(built.process, task, loop_config)
+                                                  client_val_every=loop_config.client_val_every,
+                                                  client_reports=loop_config.client_metrics)
+  return TrainingLoop(built.process, task, loop_config,
+                      privacy=privacy_accounting.ledger(process_config.dp, loop_config.client_dropout_rate))
+
+
+def resolve_robust(process_config: ProcessConfig, loop_config: LoopConfig, num_clients: int) -> ProcessConfig:
+  """``process_config`` with the f of a rule that reads it (Krum, Multi-Krum, Bulyan) resolved
+  (`robust_statistics.resolve_f`, n = the clients per round); raises ValueError naming the flag
+  when the aggregator's assumption fails. Idempotent; call it before anything is traced."""
+  rob = process_config.robust
+  n = num_sampled(num_clients, loop_config.clients_per_round, loop_config.client_fraction)
+  f = robust_statistics.resolve_f(rob.aggregator, rob.byzantine_f, n, loop_config.byzantine_fraction,
+                                  trim_fraction=rob.trim_fraction, multi_krum_select=rob.multi_krum_select)
+  if rob.byzantine_f is None and rob.aggregator not in robust_statistics.USES_F:
+    return process_config
+  return dataclasses.replace(process_config, robust=dataclasses.replace(rob, byzantine_f=f))

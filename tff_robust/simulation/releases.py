@@ -39,17 +39,29 @@ def to_float_dict(metrics) -> dict[str, float]:
 
 
 class RunReleases:
-  """Releases each round's metrics to CSV, TensorBoard and memory (`history`)."""
+  """Releases each round's metrics to CSV, TensorBoard and memory (`history`).
+
+  The files are opened at the first release, not before: a run refused after its loop was built
+  (a checkpoint that does not fit) leaves its directory as it was."""
 
   def __init__(self, output_dir: str, log_every: int = 1):
     self.memory = tff.program.MemoryReleaseManager()
-    self.manager = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(file_path=os.path.join(output_dir, "metrics.csv"),
-                                          key_fieldname="round"),
-        tff.program.TensorBoardReleaseManager(summary_dir=os.path.join(output_dir, "tensorboard")),
-        self.memory])
+    self.output_dir = output_dir
+    self._manager = None
+    self._board = None
     self.tensorboard = os.path.join(output_dir, "tensorboard")
     self.log_every = log_every
+
+  @property
+  def manager(self) -> tff.program.GroupingReleaseManager:
+    """CSV, TensorBoard (whose writer creates an event file at once) and memory, made on first use."""
+    if self._manager is None:
+      self._board = tff.program.TensorBoardReleaseManager(summary_dir=self.tensorboard)
+      self._manager = tff.program.GroupingReleaseManager([
+          tff.program.CSVFileReleaseManager(file_path=os.path.join(self.output_dir, "metrics.csv"),
+                                            key_fieldname="round"),
+          self._board, self.memory])
+    return self._manager
 
   def resume_at(self, round_num: int) -> None:
     """A run resumes after its checkpoint of ``round_num``: the TensorBoard events of later rounds
@@ -60,6 +72,9 @@ class RunReleases:
 
   def release(self, metrics: dict[str, float], round_num: int, rounds: int) -> None:
     run_sync(self.manager.release(metrics, key=round_num))
+    # TFF's TensorBoard manager leaves its writer's queue to TF (flushed every 2 min): a run that
+    # ends without its teardown (stopped, killed) would lose rounds its checkpoints hold.
+    self._board._summary_writer.flush()  # pylint: disable=protected-access
     if round_num % self.log_every == 0 or round_num == rounds:  # the console prints the round
       logger.debug("round %d/%d %s", round_num, rounds,
                   " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k in LOGGED))

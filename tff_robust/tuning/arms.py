@@ -14,6 +14,7 @@ that rest for θ's update (`client_data.split_validation`).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Optional
 
@@ -68,6 +69,21 @@ def describe_arm(arm: Arm, rounds: int) -> str:
   """``arm      RS 2 to round 9: server_lr 1.18, ...`` (the header of an arm's round lines)."""
   params = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in arm.params.items())
   return f"arm      {study.LABELS[arm.method]} {arm.number} to round {rounds}: {params}"
+
+
+KEPT = "finished arms and rungs are kept in study.db"
+
+
+def stopped_line(arm: Arm, rounds: int, round_num: int, signal_name: str) -> str:
+  """What `tune` prints when a stop ended ``arm`` (to be trained to ``rounds``) at ``round_num``:
+  where its checkpoint is, or, when it had not trained a round yet, that it starts at round 1."""
+  name = f"{study.LABELS[arm.method]} arm {arm.number}"
+  if round_num == 0:
+    return (f"stopped before {name} trained ({signal_name}): the same command starts that arm at round 1 "
+            f"({KEPT}).")
+  return (f"stopped after round {round_num}/{rounds} of {name} ({signal_name}); its checkpoint is in "
+          f"{os.path.join(arm.directory, 'checkpoints')}: run the same command to resume that arm at round "
+          f"{round_num + 1} ({KEPT}).")
 
 
 class FederatedArmRunner:

@@ -39,7 +39,7 @@ import numpy as np
 import optuna
 
 from tff_robust.algorithms import fedex_space, search_space
-from tff_robust.common import console, markdown
+from tff_robust.common import console, hard_stop, markdown
 from tff_robust.tuning import sha
 
 logger = logging.getLogger("tff_robust")
@@ -289,7 +289,8 @@ def run_study(config: StudyConfig, runner: ArmRunner) -> list[MethodResult]:
   os.makedirs(config.study_dir, exist_ok=True)
   optuna.logging.set_verbosity(optuna.logging.WARNING)
   results = [run_method(config, method, runner) for method in config.methods]
-  write_table(results, config.study_dir)
+  with hard_stop.writing():  # a stop forced meanwhile leaves both files whole
+    write_table(results, config.study_dir)
   return results
 
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from tff_robust import experiments as ex
-from tff_robust.common import interrupts
+from tff_robust.common import interrupts, strict_json
 from tff_robust.experiments.runs import REPO
 from tff_robust.runtime import children
 
@@ -219,10 +219,7 @@ def _read_json(path: str) -> dict:
 
 def _write_json(path: str, value: dict) -> None:
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path + ".tmp", "w") as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(path + ".tmp", path)
+  strict_json.write(path, value, indent=1, sort_keys=True, newline=True)
 
 
 def page_date(root: str) -> str:
@@ -296,8 +293,7 @@ def run_bench(plan: Plan, root: str) -> bool:
       run_child(cmd)
       with open(path) as f:
         found = json.load(f)
-      with open(path, "w") as f:
-        json.dump(dict(found, machine=machine()), f, indent=1)
+      strict_json.write(path, dict(found, machine=machine()))
       made = True
   return made
 

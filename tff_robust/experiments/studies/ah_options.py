@@ -68,8 +68,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rm_w0.3_notop": ("FA+RM", EARLIER + ("--rm_weight=0.3", "--rm_top_source=none")),
     "rm_ah_w0.3_softmax": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_top_source=softmax")),
     "rm_ah_w0.3_notop": ("FA+RM+AH", FA_START + EARLIER + ("--rm_weight=0.3", "--rm_top_source=none")),
-    # The authors' matching layers (--rm_layers=authors) on eq. 1's sum, at the authors' 1e-4 and
-    # a decade either side; "rm_reversed_w0.3" is FA+RM's flagfile setting with the earlier layers.
+    # The authors' matching layers (--rm_layers=authors) on eq. 1's sum, at the 1e-4 of the
+    # authors' public sample model and a decade either side; "rm_reversed_w0.3" is FA+RM's
+    # flagfile setting with the earlier layers.
     "rm_authors_w1e-4": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.0001")),
     "rm_authors_w1e-3": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.001")),
     "rm_authors_w1e-2": ("FA+RM", ("--rm_layers=authors", "--rm_normalize=sum", "--rm_weight=0.01")),

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from tff_robust.common import strict_json
+
 SPLITS = ("train", "validation", "test")
 RIDGE_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # ridge strength / number of training examples
 
@@ -193,8 +195,7 @@ def write(rows: list[dict[str, Any]], args) -> None:
   """The JSON record and the markdown summary (keeping the notes after ``NOTES``)."""
   verdict = choose(rows, args)
   os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-  with open(args.json, "w") as f:
-    json.dump({"args": vars(args), "rows": rows, "verdict": verdict}, f, indent=1)
+  strict_json.write(args.json, {"args": vars(args), "rows": rows, "verdict": verdict})
   notes = ""
   if os.path.isfile(args.summary):
     with open(args.summary) as f:

@@ -17,14 +17,13 @@ Each run is read with its own ``hparams.cfg`` (its task and data must be where i
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from absl import app
 from absl import flags as absl_flags
 
-from tff_robust.common import console
+from tff_robust.common import console, strict_json
 
 console.quiet_native_logs(sys.argv)
 
@@ -111,10 +110,25 @@ def main(argv: list[str]) -> None:
     print(f"| {r['run']} | {100 * r['model_acc']:.1f} | {100 * r['top_class_share']:.1f} | "
           f"{r['classes_predicted']} | {100 * r['probe_acc']:.1f} | {100 * r['probe_acc_init']:.1f} |")
   if json_out:
-    with open(json_out, "w") as f:
-      json.dump(rows, f, indent=1)
+    strict_json.write(json_out, rows)
+
+
+HELP = ("--help", "-help", "--helpshort", "-helpshort", "-h", "-?")
+
+
+def parse_argv(argv: list[str]) -> list[str]:
+  """absl's parsing, but ``--help`` prints this study's usage and exits 0 (absl's exits 1) and a
+  bad flag exits 2 with one line."""
+  if any(a.split("=", 1)[0] in HELP for a in argv[1:]):
+    print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(__name__))
+    sys.exit(0)
+  try:
+    return FLAGS(argv)
+  except absl_flags.Error as e:
+    print(f"error: {e} (see --help)", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":
   disown_default_context()  # runs no federated computation: no TFF worker, no exit traceback
-  app.run(main)
+  app.run(main, flags_parser=parse_argv)

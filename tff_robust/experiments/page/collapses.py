@@ -1,0 +1,120 @@
+"""The results page's account of AH's keyword collapses, read round by round from the records.
+
+For every finished run with AH among Table 3's (FA+AH, FA+RM+AH), each round whose sampled
+client lr h_t is the top of the run's lr grid (``--ah_lr_grid``): the round's update norm ‖Δ_t‖
+against the run's median, the server loss L (``ah_loss``: the loss of the aggregated model on AH's
+validation sample, measured after the round and before eq. 7 moves ψ with it) before and after,
+its range over every later round with the lr sampled there, and μ_lr (``ah_lr_mu``, after each
+round's update) before, after and at the end. A run **collapsed** there when no later round brings
+L more than `MARGIN` below ln 10, the loss of a uniform prediction over the ten keywords.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+
+from tff_robust import experiments as ex
+from tff_robust.common import markdown
+from tff_robust.experiments import kws_study
+from tff_robust.experiments.runs import flag_values
+
+MARGIN = 0.05  # below ln 10: a later round that far under a uniform prediction has learned
+
+
+@dataclasses.dataclass(frozen=True)
+class TopRound:
+  """One round at the grid's top lr and what followed it."""
+
+  round: int
+  steps: int
+  update: float  # ‖Δ_t‖ of the round
+  median_update: float  # over the run's other rounds
+  loss_before: float
+  loss_after: float
+  later_losses: tuple[float, ...]  # L after each later round
+  later_lrs: tuple[float, ...]  # h_t's lr in each later round
+  mu_before: float
+  mu_after: float
+  mu_end: float
+
+  @property
+  def collapsed(self) -> bool:
+    return bool(self.later_losses) and min(self.later_losses) >= math.log(10) - MARGIN
+
+
+def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
+  """Every round of ``rows`` (`kws_study.read`) whose sampled lr is ``top_lr`` (to 1e-3 relative)."""
+  found = []
+  for i, row in enumerate(rows):
+    if i == 0 or not math.isclose(row.get("client_lr", 0.0), top_lr, rel_tol=1e-3):
+      continue
+    later = rows[i + 1:]
+    others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
+    found.append(TopRound(int(row["round"]), int(row["local_steps"]), row["update_norm"],
+                          statistics.median(others) if others else math.nan,
+                          rows[i - 1]["ah_loss"], row["ah_loss"],
+                          tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
+                          rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"]))
+  return found
+
+
+def _grid(run: ex.Run) -> tuple[float, float] | None:
+  """(lowest, top) of the run's ``--ah_lr_grid``; None without one."""
+  grid = flag_values(run.signature()).get("ah_lr_grid")
+  values = [float(x) for x in grid.split(",")] if grid else []
+  return (min(values), max(values)) if values else None
+
+
+def _row(label: str, seed: int, t: TopRound, final: float) -> list[str]:
+  later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
+           f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
+  return [label, str(seed), f"{t.round}", f"{t.steps}", f"{t.update:.2f} ({t.update / t.median_update:.0f}×)",
+          f"{t.loss_before:.3f} → {t.loss_after:.3f}", later,
+          f"{t.mu_before:.4f} → {t.mu_after:.4f} → {t.mu_end:.4f}", f"{final:.1f}",
+          "**collapsed**" if t.collapsed else "trained on"]
+
+
+HEADER = ["method", "seed", "round at the top lr", "steps", "‖Δ_t‖ (× the run's median)",
+          "L before → after", "L in every later round", "μ_lr before → after → end", "final test acc. (%)",
+          "then"]
+
+
+def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
+  """The paragraph and table (``page``: a `results.Page`; ``runs``: Table 3's; ``labels``: method
+  key -> label) for the runs with AH that sampled their grid's top lr; nothing if none did."""
+  body, collapsed, floor = [], [], []  # floor: runs that trained on with μ_lr ending at the grid's floor
+  tops = set()
+  for run in sorted(runs, key=lambda r: (r.cell.row, r.cell.column, r.seed)):
+    grid = _grid(run) if "ah" in run.cell.column.split("_") and run.status() == ex.DONE else None
+    if grid is None:
+      continue
+    label = labels.get(run.cell.column, run.cell.column) + (" (iid)" if run.cell.row.endswith("_iid") else "")
+    final = ex.read_values(run, ex.ACCURACY)[0]
+    for t in top_rounds(kws_study.read(run.output_dir), grid[1]):
+      tops.add(grid[1])
+      body.append(_row(label, run.seed, t, final))
+      if t.collapsed:
+        collapsed.append(t)
+      elif t.mu_end <= 1.2 * grid[0]:
+        floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
+  if not body:
+    return
+  text = ("**AH's collapses, round by round.** Every round in which AH sampled its grid's top client lr "
+          f"({', '.join(f'{x:g}' for x in sorted(tops))}), from the runs' metrics.csv: L is the server loss "
+          "of the aggregated model on AH's validation sample, measured after the round and before eq. 7 "
+          f"moves μ with it (ln 10 = {math.log(10):.3f}: a uniform prediction); μ_lr is read after each "
+          f"round's update. A run is marked collapsed when no later round brings L more than {MARGIN} "
+          "below ln 10.")
+  if collapsed:
+    rounds = [len(t.later_losses) for t in collapsed]
+    text += (f" In {'each of the ' + str(len(collapsed)) + ' collapses' if len(collapsed) > 1 else 'the collapse'} "
+             f"the model died in that one round: L is {min(t.loss_after for t in collapsed):.2f}–"
+             f"{max(t.loss_after for t in collapsed):.2f} when it is measured, before μ_lr moves, and stays "
+             f"within {MARGIN} of ln 10 or above it for the {min(rounds)}–{max(rounds)} rounds that follow, at "
+             "every lr sampled there: μ_lr's fall is eq. 7's answer to that round, not its cause.")
+    if floor:
+      text += f" After the same sample {', '.join(floor)} trained on with μ_lr at the grid's floor."
+  page.lines += [text, ""] + markdown.table(HEADER, body) + [""]

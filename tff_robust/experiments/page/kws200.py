@@ -1,0 +1,232 @@
+"""The results page's Table 3 one-keyword cell at 200 rounds, judged by the rule committed before
+its runs (``ROOT/horizon200/kws_rule.md``), which the section quotes before any number.
+
+The runs (`python -m tff_robust.experiments --table=rmah_table3 --rows=c1.0_noniid --rounds=200`):
+arm A (FA's validation-chosen schedule) ``ROOT/horizon200/rmah_kws_c1.0_noniid_{fa,fa_rm}_s{0,1,2}``,
+arm B (the schedule where FA fails) the same names under ``ROOT/horizon200/kws_failing/`` (seeds
+0, 1), the ceiling ``ROOT/horizon200/rmah_kws_c1.0_iid_fa_s0``. Per run, from its metrics.csv: the
+window, test accuracy averaged over the evaluations at rounds 180, 190, 200
+(`kws_study.window_mean`), and the level-off check, the window against rounds 150, 160, 170.
+Per seed D = FA+RM − FA, mean ± SE over seeds (`common.paired`); the rule's verdict
+(`verdict_a`, `verdict_b`). A run not yet at round 200 is shown as running; none on record, as
+pending.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+
+from tff_robust import plot
+from tff_robust.common import markdown
+from tff_robust.common.paired import paired_difference
+from tff_robust.experiments import kws_study
+from tff_robust.experiments.page.horizon import made_with
+from tff_robust.experiments.page.seeds import RMAH_TABLE3
+from tff_robust.experiments.runs import REPO, flag_values
+
+FOLDER = "horizon200"
+RULE = os.path.join(FOLDER, "kws_rule.md")
+CELL = "rmah_kws_c1.0_noniid"
+ARMS = {"A": ("", (0, 1, 2)), "B": ("kws_failing", (0, 1))}  # arm -> (folder under FOLDER, seeds)
+CEILING = "rmah_kws_c1.0_iid_fa_s0"
+METHODS = (("fa", "FA"), ("fa_rm", "FA+RM"))
+WINDOW, BEFORE = (180, 190, 200), (150, 160, 170)
+# The rule's numbers (kws_rule.md): held if D ≥ HELD_D on every seed; refuted if mean D ≤
+# REFUTED_MEAN with SE ≤ REFUTED_SE; "still rising" if the window exceeds BEFORE's mean by > RISING.
+HELD_D, REFUTED_MEAN, REFUTED_SE, RISING = 20.0, 5.0, 5.0, 2.0
+HELD, REFUTED, INCONCLUSIVE = "held", "refuted", "inconclusive"
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+  """One run's record: its window, the level-off window, the last round it reached."""
+
+  path: str
+  window: float | None  # test accuracy (%) over WINDOW; None before round 200's evaluation
+  before: float | None  # over BEFORE
+  last_round: int
+
+  @property
+  def rise(self) -> float | None:
+    return None if self.window is None or self.before is None else self.window - self.before
+
+  def cell(self) -> str:
+    """``35.2 (+1.3)``, ``… still rising`` past `RISING`, or ``running: round 137``."""
+    if self.window is None:
+      return f"running: round {self.last_round}"
+    rise = self.rise
+    if rise is None:
+      return f"{self.window:.1f}"
+    return f"{self.window:.1f} ({rise:+.1f}{', still rising' if rise > RISING else ''})"
+
+
+def read(run_dir: str) -> Read | None:
+  """A run's `Read`, or None when it has no metrics.csv."""
+  if not os.path.isfile(os.path.join(run_dir, "metrics.csv")):
+    return None
+  rows = kws_study.read(run_dir)
+  last = max((int(r["round"]) for r in rows), default=0)
+  return Read(run_dir, kws_study.window_mean(rows, "test_accuracy", WINDOW),
+              kws_study.window_mean(rows, "test_accuracy", BEFORE), last)
+
+
+def verdict_a(d: Mapping[int, float], seeds: Sequence[int] = ARMS["A"][1]) -> str:
+  """The rule's headline verdict on D per seed (seed -> points): held, refuted or inconclusive
+  (any of ``seeds`` missing is inconclusive)."""
+  if any(s not in d for s in seeds):
+    return INCONCLUSIVE
+  values = [d[s] for s in seeds]
+  if all(v >= HELD_D for v in values):
+    return HELD
+  mean, se = paired_difference(values, [0.0] * len(values))
+  if mean <= REFUTED_MEAN and se <= REFUTED_SE:  # False for a NaN SE
+    return REFUTED
+  return INCONCLUSIVE
+
+
+def verdict_b(d: Mapping[int, float], seeds: Sequence[int] = ARMS["B"][1]) -> str:
+  """Arm B by the rule: the rescue holds at 200 rounds if D ≥ `HELD_D` on every seed of ``seeds``."""
+  if any(s not in d for s in seeds):
+    return INCONCLUSIVE
+  return HELD if all(d[s] >= HELD_D for s in seeds) else "not held"
+
+
+def _dir(root: str, arm: str, name: str) -> str:
+  return os.path.join(root, FOLDER, ARMS[arm][0], name)
+
+
+def gather(root: str) -> dict[tuple[str, str], dict[int, Read]]:
+  """(arm, method) -> seed -> `Read` for every run of the two arms on record."""
+  found: dict[tuple[str, str], dict[int, Read]] = {}
+  for arm, (_, seeds) in ARMS.items():
+    for method, _ in METHODS:
+      for s in seeds:
+        r = read(_dir(root, arm, f"{CELL}_{method}_s{s}"))
+        if r is not None:
+          found.setdefault((arm, method), {})[s] = r
+  return found
+
+
+def differences(found: Mapping[tuple[str, str], Mapping[int, Read]], arm: str) -> dict[int, float]:
+  """seed -> D = FA+RM − FA (points) on the seeds where both windows are in."""
+  fa, rm = found.get((arm, "fa"), {}), found.get((arm, "fa_rm"), {})
+  return {s: rm[s].window - fa[s].window for s in sorted(set(fa) & set(rm))
+          if fa[s].window is not None and rm[s].window is not None}
+
+
+def _rule_lines(root: str) -> list[str]:
+  """The rule file as a quotation (its title left out), from ROOT or else the committed copy."""
+  path = next((p for p in (os.path.join(root, RULE), os.path.join(REPO, "docs", "runs", RULE))
+               if os.path.isfile(p)), None)
+  if path is None:
+    return [f"The rule (`{RULE}`) is not in this checkout.", ""]
+  with open(path) as f:
+    body = f.read().strip().splitlines()
+  title = body.pop(0).lstrip("# ") if body and body[0].startswith("#") else "the rule"
+  while body and not body[0].strip():
+    body.pop(0)
+  return [f"**The rule**, committed before any run of this cell ([runs/{RULE}](runs/{RULE}): "
+          f"\"{title}\"), quoted:", ""] + [
+      f"> {line}".rstrip() for line in body] + [""]
+
+
+def _schedules(found: Mapping[tuple[str, str], Mapping[int, Read]]) -> str:
+  """Each arm's schedule as its runs' experiment.json records it, and their commits."""
+  parts, made = [], set()
+  for (arm, method), by_seed in sorted(found.items()):
+    record_path = os.path.join(next(iter(by_seed.values())).path, "experiment.json")
+    if not os.path.exists(record_path):
+      continue
+    with open(record_path) as f:
+      record = json.load(f)
+    v = flag_values(record.get("flags", []))
+    rm = f", RM {v['rm_weight']}" if method == "fa_rm" and "rm_weight" in v else ""
+    parts.append(f"arm {arm} {dict(METHODS)[method]}: lr {v.get('client_lr', '?')} × "
+                 f"{v.get('local_steps', '?')} steps{rm}")
+    made |= {made_with(_record(r.path), r.path).split(",")[0] for r in by_seed.values()}
+  return ("As recorded (experiment.json): " + "; ".join(parts) + f". Made at {', '.join(sorted(made))}."
+          if parts else "")
+
+
+def _record(run_dir: str) -> dict:
+  path = os.path.join(run_dir, "experiment.json")
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
+
+
+def _verdict_line(arm: str, d: Mapping[int, float]) -> str:
+  seeds = ARMS[arm][1]
+  mean, se = paired_difference(list(d.values()), [0.0] * len(d))
+  stat = "no seed in" if not d else f"D = {mean:+.1f}" + ("" if math.isnan(se) else f" ± {se:.1f} (SE)")
+  verdict = verdict_a(d) if arm == "A" else verdict_b(d)
+  name = "the headline" if arm == "A" else "the rescue where FA fails"
+  return f"**Arm {arm} ({name}): {verdict}** — {stat}; {len(d)} of {len(seeds)} seeds in."
+
+
+def section(page, root: str) -> None:
+  """The subsection (``page``: a `results.Page`; ``root``: the runs' folder)."""
+  paper = RMAH_TABLE3["c1.0_noniid"]
+  page.lines += ["### Table 3's one-keyword cell at 200 rounds", "",
+                 "The flagfiles' horizon (the decay schedule acts at rounds 50, 100, 150); the paper: FA "
+                 f"{paper['fa']}, FA+RM {paper['fa_rm']}, FA+RM+AH {paper['fa_rm_ah']}.", ""]
+  page.lines += _rule_lines(root)
+  found = gather(root)
+  ceiling = read(os.path.join(root, FOLDER, CEILING))
+  if not found and ceiling is None:
+    page.lines += ["**Runs pending**: no run of this cell at 200 rounds is on record yet (arm A in "
+                   f"`{FOLDER}/`, arm B in `{FOLDER}/{ARMS['B'][0]}/`, the ceiling `{FOLDER}/{CEILING}`); "
+                   "the page judges them by the rule above once their records are committed.", ""]
+    return
+  body = []
+  for arm, (_, seeds) in ARMS.items():
+    d = differences(found, arm)
+    for s in seeds:
+      cells = [found.get((arm, m), {}).get(s) for m, _ in METHODS]
+      body.append([arm, str(s)] + [c.cell() if c else "not on record" for c in cells]
+                  + [f"{d[s]:+.1f}" if s in d else "not yet"])
+  page.lines += ["Test accuracy (%) averaged over the evaluations at rounds 180, 190, 200 (the window), "
+                 "with its change from rounds 150–170 in brackets (> +2: still rising); D = FA+RM − FA "
+                 "on the same seed.", ""]
+  page.lines += markdown.table(["arm", "seed", "FA", "FA+RM", "D (points)"], body) + [""]
+  page.lines += [_verdict_line(arm, differences(found, arm)) for arm in ARMS] + [""]
+  rising = [f"arm {arm} {label} seed {s}" for arm in ARMS for m, label in METHODS
+            for s, r in sorted(found.get((arm, m), {}).items()) if r.rise is not None and r.rise > RISING]
+  page.lines += ["Level-off check: " + (f"still rising — {', '.join(rising)}." if rising
+                                        else "no run in rose more than 2 points over its last 50 rounds."), ""]
+  if ceiling is not None:
+    page.lines += [f"The ceiling, FA on iid clients (seed 0): {ceiling.cell()} (the paper's iid FA: "
+                   f"{RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
+  provenance = _schedules(found)
+  page.lines += [provenance, ""] if provenance else []
+  curves = {f"arm {arm} {label}": [r.path for r in found.get((arm, m), {}).values()]
+            for arm in ARMS for m, label in METHODS if found.get((arm, m))}
+  if ceiling is not None:
+    curves["FA, iid (ceiling)"] = [ceiling.path]
+  page.figure("results_kws200_curves.png", lambda p: draw(p, curves, f"KWS (espeak), C = 1.0, 200 rounds, {page.stamp}"),
+              f"Test accuracy per evaluation, Table 3's C = 1.0 cells at 200 rounds (mean over the seeds on "
+              f"record, band min..max, a curve ending where its shortest run does; shaded: rounds 150–170 and the "
+              f"window 180–200); {page.stamp}, "
+              f"`{page.command}`.")
+
+
+def draw(out_png: str, curves: Mapping[str, Sequence[str]], title: str) -> str:
+  """One panel: each curve's test accuracy (%), mean over its runs with the min..max band."""
+  fig, ax = plt.subplots(figsize=(7.5, 4.2))
+  for k, (label, dirs) in enumerate(curves.items()):
+    x, ys = plot.aligned([plot.read_metrics(d, need_ah=False) for d in dirs], "test_accuracy", scale=100.0)
+    plot.mean_band(ax, x, ys, label, color=f"C{k % 10}", marker="o", markersize=3,
+                   linestyle="--" if label.startswith("arm B") else ":" if "iid" in label else "-")
+  for lo, hi in ((BEFORE[0], BEFORE[-1]), (WINDOW[0], WINDOW[-1])):
+    ax.axvspan(lo, hi, color="0.85", zorder=0)
+  ax.set(xlabel="round", ylabel="test accuracy (%)")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  return plot.save(fig, out_png, title, dpi=110)
