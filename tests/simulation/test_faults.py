@@ -1,4 +1,5 @@
-"""Faults: client dropout, byzantine clients vs robust aggregation, NaN updates, divergence guard,
+"""Faults: client dropout, byzantine clients vs robust aggregation, NaN updates, the divergence and
+update-norm guards,
 kill -9 and resume, a round split over two TFF workers."""
 
 import collections
@@ -137,6 +138,52 @@ def test_divergence_guard_rejects_exploding_rounds(tff_rt, tmp_path):
   assert [h["rejected_round"] for h in driver.history] == [1.0, 1.0]
   for a, b in zip(p.get_model_weights(driver.state).trainable,
                   p.get_model_weights(p.initialize()).trainable):
+    np.testing.assert_array_equal(a, b)
+
+
+def _norm_guard_run(tmp_path, rounds, **guard):
+  """Toy FedAvg whose clients' features are 100× larger from round 4 on (a corrupted feed): the
+  aggregated update's norm jumps, as in a round of AH's top rate."""
+  task = toy.toy_task()
+  cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=4, batch_size=8), seed=4)
+  lcfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=rounds, clients_per_round=3, seed=1,
+                         rounds_per_checkpoint=1, **guard)
+  driver = loop.build_training_loop(task, cfg, lcfg)
+  feed = driver.client_input
+
+  def spiking(cid, round_num, byzantine=False):
+    packed = feed(cid, round_num, byzantine)
+    if round_num < 4:
+      return packed
+    scale = lambda x, y: (x * 100.0, y)  # noqa: E731
+    if isinstance(packed, tf.data.Dataset):
+      return packed.map(scale)
+    return collections.OrderedDict(packed, data=packed["data"].map(scale))
+
+  driver.client_input = spiking
+  return driver
+
+
+def test_update_norm_guard_rejects_the_jump_and_resumes_with_the_same_window(tff_rt, tmp_path):
+  driver = _norm_guard_run(tmp_path / "whole", 5, update_norm_guard=3.0, update_norm_guard_window=2)
+  driver.run()
+  h = driver.history
+  assert [r["rejected_round"] for r in h] == [0.0, 0.0, 0.0, 1.0, 1.0]
+  assert h[3]["update_norm"] > 3.0 * h[3]["guard_update_norm_ref"]
+  assert h[3]["guard_update_norm_ref"] == pytest.approx(np.median([h[1]["update_norm"], h[2]["update_norm"]]))
+  # Without the guard the same rounds are accepted.
+  free = _norm_guard_run(tmp_path / "free", 5)
+  free.run()
+  assert [r["rejected_round"] for r in free.history] == [0.0] * 5
+  # Stopped after round 4 and resumed: the window comes back from metrics.csv, same decisions.
+  first = _norm_guard_run(tmp_path / "resumed", 4, update_norm_guard=3.0, update_norm_guard_window=2)
+  first.run()
+  second = _norm_guard_run(tmp_path / "resumed", 5, update_norm_guard=3.0, update_norm_guard_window=2)
+  second.run()
+  assert second.history[0]["rejected_round"] == 1.0
+  assert second.history[0]["guard_update_norm_ref"] == h[4]["guard_update_norm_ref"]
+  for a, b in zip(driver.process.get_model_weights(driver.state).trainable,
+                  second.process.get_model_weights(second.state).trainable):
     np.testing.assert_array_equal(a, b)
 
 

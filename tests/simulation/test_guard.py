@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tff_robust.simulation.guard import DivergenceGuard
+from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard, accepted_update_norms
 
 
 def test_rejects_a_non_finite_or_too_large_loss_and_keeps_the_last_accepted_reference():
@@ -23,3 +23,38 @@ def test_rejects_a_non_finite_or_too_large_loss_and_keeps_the_last_accepted_refe
 def test_a_factor_of_one_or_less_is_refused(factor):
   with pytest.raises(ValueError, match="divergence_factor"):
     DivergenceGuard(factor, lambda s: 0.0)
+
+
+def test_update_norm_guard_compares_with_the_median_of_the_accepted_window():
+  guard = UpdateNormGuard(3.0, window=3)
+  guard.start([])
+  m = {"update_norm": 50.0}
+  assert not guard.rejects(m) and math.isnan(m["guard_update_norm_ref"])  # no reference yet
+  for norm in (1.0, 2.0):
+    assert not guard.rejects({"update_norm": norm})
+  assert guard.accepted == [50.0, 1.0, 2.0] and guard.reference() == 2.0
+  m = {"update_norm": 6.5}
+  assert guard.rejects(m) and m["guard_update_norm_ref"] == 2.0  # 6.5 > 3 × 2
+  assert guard.rejects({"update_norm": math.inf}) and guard.rejects({"update_norm": math.nan})
+  assert guard.accepted == [50.0, 1.0, 2.0]  # rejected norms never join the window
+  assert not guard.rejects({"update_norm": 6.0})  # 6 ≤ 3 × 2
+  assert guard.accepted == [1.0, 2.0, 6.0] and guard.reference() == 2.0  # the oldest left
+
+
+def test_update_norm_guard_starts_from_the_accepted_rounds_of_a_resumed_run():
+  history = [{"round": 1.0, "update_norm": 4.0, "rejected_round": 0.0},
+             {"round": 2.0, "update_norm": 90.0, "rejected_round": 1.0},
+             {"round": 3.0, "num_clients": 0.0, "skipped_round": 1.0},
+             {"round": 4.0, "update_norm": 2.0, "rejected_round": 0.0},
+             {"round": 5.0, "update_norm": 3.0, "rejected_round": 0.0}]
+  assert accepted_update_norms(history) == [4.0, 2.0, 3.0]
+  guard = UpdateNormGuard(2.0, window=2)
+  guard.start(accepted_update_norms(history))
+  assert guard.accepted == [2.0, 3.0] and guard.reference() == 2.5
+
+
+@pytest.mark.parametrize("factor,window,flag", [(1.0, 5, "update_norm_guard"), (0.5, 5, "update_norm_guard"),
+                                                (3.0, 0, "update_norm_guard_window")])
+def test_update_norm_guard_refuses_bad_settings(factor, window, flag):
+  with pytest.raises(ValueError, match=f"--{flag}="):
+    UpdateNormGuard(factor, window)

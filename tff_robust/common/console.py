@@ -138,6 +138,9 @@ def describe_robustness(process: ProcessSettings, loop: LoopSettings) -> str:
     parts.append("no attack")
   if loop.divergence_factor > 0:
     parts.append(f"divergence guard ×{_fmt(loop.divergence_factor)}")
+  if loop.update_norm_guard > 0:
+    parts.append(f"update-norm guard ×{_fmt(loop.update_norm_guard)} of the median of "
+                 f"{plural(loop.update_norm_guard_window, 'accepted round')}")
   return ", ".join(parts)
 
 

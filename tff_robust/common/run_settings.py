@@ -66,3 +66,5 @@ class LoopSettings(Protocol):
   client_dropout_rate: float
   byzantine_fraction: float
   divergence_factor: float
+  update_norm_guard: float
+  update_norm_guard_window: int

@@ -1,11 +1,17 @@
-"""The divergence guard (seed 003's fault tolerance): a round whose new model's loss on a
-fixed held-out sample is not finite, or exceeds ``factor`` × the last accepted model's, is
-rejected — the role of ``should_discard_round`` in `tff.learning.programs.train_model`,
-except that the round counter and AH's policy move on (`RobustProcess.after_rejection`)."""
+"""Round guards (seed 003's fault tolerance): a round a guard rejects keeps the previous model —
+the role of ``should_discard_round`` in `tff.learning.programs.train_model`, except that the
+round counter and AH's policy move on (`RobustProcess.after_rejection`).
+
+* `DivergenceGuard`: the new model's loss on a fixed held-out sample is not finite, or exceeds
+  ``factor`` × the last accepted model's.
+* `UpdateNormGuard`: the aggregated update's norm ‖Δ_t‖ is not finite, or exceeds ``factor`` ×
+  the median of the last ``window`` accepted rounds' norms (a step far larger than the recent
+  ones: the one-round collapses of AH's top learning rate, issue 49)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 import numpy as np
@@ -34,3 +40,50 @@ class DivergenceGuard:
       return True
     self.accepted_loss = loss
     return False
+
+
+class UpdateNormGuard:
+  """Rejects a round whose ‖Δ_t‖ (the ``update_norm`` metric) is not finite or exceeds
+  ``factor`` × the median of the last ``window`` accepted rounds' norms. Until a round has been
+  accepted there is no reference, and only a non-finite norm is rejected."""
+
+  def __init__(self, factor: float, window: int):
+    if factor <= 1:
+      raise ValueError(f"--update_norm_guard={factor!r} is not valid: must be 0 (off) or > 1")
+    if window < 1:
+      raise ValueError(f"--update_norm_guard_window={window!r} is not valid: must be ≥ 1")
+    self.factor = factor
+    self.window = window
+    self.accepted: list[float] = []
+
+  def start(self, accepted_norms: Iterable[float]) -> None:
+    """The reference: the norms of the rounds accepted before this start (a resumed run's
+    metrics.csv), oldest first; only the last ``window`` count."""
+    self.accepted = [float(v) for v in accepted_norms][-self.window:]
+
+  def reference(self) -> Optional[float]:
+    """The norm a round is compared with: the median of the window (None before any)."""
+    return statistics.median(self.accepted) if self.accepted else None
+
+  def rejects(self, metrics: dict[str, float]) -> bool:
+    """Whether the round of ``metrics`` is rejected; adds ``guard_update_norm_ref`` (the
+    reference, NaN before any accepted round) to ``metrics``. An accepted norm joins the window."""
+    norm = metrics.get("update_norm", 0.0)
+    ref = self.reference()
+    metrics["guard_update_norm_ref"] = float("nan") if ref is None else ref
+    if not np.isfinite(norm) or (ref is not None and norm > self.factor * ref):
+      return True
+    self.accepted = (self.accepted + [float(norm)])[-self.window:]
+    return False
+
+
+def accepted_update_norms(history: Iterable[dict[str, float]]) -> list[float]:
+  """The ``update_norm`` of each accepted round of ``history`` (metrics rows in round order):
+  rounds that trained (not skipped) and were not rejected."""
+  out = []
+  for row in history:
+    norm = row.get("update_norm")
+    if norm is None or not np.isfinite(norm) or row.get("skipped_round", 0.0) or row.get("rejected_round", 0.0):
+      continue
+    out.append(float(norm))
+  return out

@@ -1,5 +1,5 @@
 """The training loop: each round, the clients `selection` draws get their inputs from
-`client_data`, the process trains them, the `guard` may reject the result, and the round's
+`client_data`, the process trains them, the `guard`s may reject the result, and the round's
 metrics go out through `releases`; `checkpoints` saves the state (and the state the client
 components keep per client) so a run resumes where it stopped.
 
@@ -29,7 +29,7 @@ from tff_robust.simulation import privacy_accounting
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
 from tff_robust.simulation.client_data import ClientFeed
 from tff_robust.simulation.client_metrics import ClientMetricsWriter
-from tff_robust.simulation.guard import DivergenceGuard
+from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard, accepted_update_norms
 from tff_robust.simulation.releases import RunReleases, to_float_dict
 from tff_robust.simulation.selection import ClientSelection, num_sampled
 from tff_robust.tasks.base import Task
@@ -66,6 +66,14 @@ class LoopConfig:
                                     "Reject a round whose model loss (256 held-out examples) is non-finite or "
                                     "exceeds this factor × the last accepted one (0 = off).",
                                     check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+  update_norm_guard: float = option(0.0, "update_norm_guard",
+                                    "Reject a round whose aggregated update norm ‖Δ_t‖ is non-finite or exceeds "
+                                    "this factor × the median of the last --update_norm_guard_window accepted "
+                                    "rounds' norms (0 = off).",
+                                    check=lambda v: v == 0 or v > 1, allowed="must be 0 (off) or > 1")
+  update_norm_guard_window: int = option(5, "update_norm_guard_window",
+                                         "Accepted rounds whose median ‖Δ‖ --update_norm_guard compares with.",
+                                         check=lambda v: v >= 1, allowed="must be ≥ 1")
   client_metrics: bool = option(False, "client_metrics",
                                 "Write clients.csv: per round, each client's examples, local loss and "
                                 "accuracy, update norm and the weight the aggregator gave it.")
@@ -142,6 +150,8 @@ class TrainingLoop:
           evaluation.server_sample(task.train, task.validation, 256, config.seed)).batch(256).cache()
       self.guard = DivergenceGuard(config.divergence_factor,
                                    lambda state: self._metrics_of(state, guard_data)["loss"])
+    self.norm_guard = (UpdateNormGuard(config.update_norm_guard, config.update_norm_guard_window)
+                       if config.update_norm_guard > 0 else None)
     self.privacy = privacy
     self.state = None
     self.round_num = 0  # the round of ``state``
@@ -183,7 +193,10 @@ class TrainingLoop:
     metrics = to_float_dict(output.metrics)
     metrics.update(dropped_clients=float(len(clients.sampled) - len(clients.training)),
                    byzantine_clients=float(np.sum(clients.byzantine)), skipped_round=0.0)
-    if self.guard is not None and self.guard.rejects(output.state, metrics):
+    rejected = self.norm_guard is not None and self.norm_guard.rejects(metrics)
+    if not rejected and self.guard is not None:  # the loss guard costs an evaluation: only if needed
+      rejected = self.guard.rejects(output.state, metrics)
+    if rejected:
       # Keep the previous model; the round counter and AH's policy move on.
       metrics["rejected_round"] = 1.0
       return self.process.after_rejection(state, output.state), metrics
@@ -224,6 +237,8 @@ class TrainingLoop:
       progress.start(start)
     if self.guard is not None:
       self.guard.start(state)
+    if self.norm_guard is not None:  # the window from the rounds before a resume
+      self.norm_guard.start(accepted_update_norms(self.releases.recorded(start)))
     final: dict[str, float] = {}
     for round_num in range(start + 1, rounds + 1):
       t0 = time.perf_counter()

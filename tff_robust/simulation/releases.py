@@ -3,6 +3,7 @@ managers (grouped, keyed by round), an in-memory history, and one line of the lo
 
 from __future__ import annotations
 
+import csv
 import glob
 import logging
 import os
@@ -69,6 +70,16 @@ class RunReleases:
     one step. metrics.csv needs nothing: its rows are keyed by round and replaced."""
     for path in glob.glob(os.path.join(self.tensorboard, "events.out.tfevents.*")):
       drop_events_after(path, round_num)
+
+  def recorded(self, round_num: int) -> list[dict[str, float]]:
+    """The rows of metrics.csv up to ``round_num`` (a resumed run's earlier rounds), in round
+    order, each value a float (empty cells left out); empty without the file."""
+    path = os.path.join(self.output_dir, "metrics.csv")
+    if not os.path.exists(path):
+      return []
+    with open(path, newline="") as f:
+      rows = [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
+    return sorted((r for r in rows if r.get("round", 0) <= round_num), key=lambda r: r["round"])
 
   def release(self, metrics: dict[str, float], round_num: int, rounds: int) -> None:
     run_sync(self.manager.release(metrics, key=round_num))
