@@ -11,7 +11,7 @@ file sizes (``full``, and ``half``: half the clients and about half the examples
   size only);
 * ``tff_same``: TFF's ``build_weighted_fed_avg`` on the same client datasets, alone: its memory;
 * ``pair``: ours and ``tff_same`` in one process, their rounds alternating on the same clients
-  (``--warmup`` rounds discarded, ``--rounds`` timed): the round times and their ratio, the
+  (``--warmup`` rounds at the first count discarded, ``--rounds`` timed): the round times and their ratio, the
   process' overhead over TFF's on the same data;
 * ``tff_sql``: TFF's loader (``SqlClientData``, a scan of the file per client) with TFF's FedAvg:
   start-up, rounds at ``--tff_sql_clients`` and the pooled evaluation, read over
