@@ -204,6 +204,9 @@ def _main(out, *extra):
           "--experiment_name=e", *extra]
 
 
+# Three whole programs (about 3 min on a loaded 2-core machine). The same resume, checked to equal the
+# uninterrupted run in process, stays in the default suite (test_loop.test_resume_equals_uninterrupted_run).
+@pytest.mark.slow
 def test_kill_9_and_resume_equals_uninterrupted(tmp_path):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   full = subprocess.run(_main(tmp_path / "full"), cwd=ROOT, env=env, capture_output=True, text=True,
