@@ -25,6 +25,7 @@ from helpers import toy
 from helpers.paths import ROOT
 
 
+@functools.lru_cache(maxsize=None)  # a built process holds no training state: tests share it
 def build(aggregator="mean", attack="none", lr=0.1, scale=None, **robust):
   cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=4, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1.0),
