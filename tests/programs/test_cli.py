@@ -192,6 +192,8 @@ def test_help_exits_0_with_usage_and_no_traceback(module, flag):
   assert not proc.stderr.strip(), proc.stderr[-2000:]
   if module in ("tff_robust.main", "tff_robust.tune"):  # the project's flags, not absl's
     assert "--client_lr:" in proc.stdout and "--rm_weight:" in proc.stdout and "--verbosity" not in proc.stdout
+  if module == "tff_robust.experiments":  # the default output root is the user's own (test_onramp)
+    assert "default: this user's folder in the temporary directory" in " ".join(proc.stdout.split())
   if module == "tff_robust.experiments.page":  # every option says what it does
     help_of = lambda option: re.search(rf"^  {option}\b.*\n((?:\s{{10,}}.*\n)*)", proc.stdout, re.M).group(0)
     assert "reduced: 1 seed" in help_of("--plan") and "runs at a time" in help_of("--parallel")
@@ -224,17 +226,17 @@ def _ignore_sigint():  # pragma: no cover - runs in the child
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
 
 
-@pytest.mark.parametrize("signum,how", [(signal.SIGTERM, "background"), (signal.SIGINT, "ctrl-c")])
-def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_path, signum, how):
-  """SIGTERM to a background run (SIGINT ignored), or Ctrl-C: SIGINT to the whole process group."""
-  marker = uuid.uuid4().hex
-  args = [sys.executable, "-m", "tff_robust.main", "--rounds=1000", *TINY, "--rounds_per_eval=1000",
-          "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}", "--experiment_name=e"]
+def _signal_after_first_round(args, marker, signum, how):
+  """Starts ``args`` as a user would (``how``: "background" ignores SIGINT, as a background job of
+  a non-interactive shell; "ctrl-c" signals the whole process group, as a terminal does), sends
+  ``signum`` once its first round line is out; returns (returncode, stdout lines seen, stderr)."""
   proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=user_env(marker), start_new_session=True,
                           preexec_fn=_ignore_sigint if how == "background" else None)
+  seen = []
   try:
     for line in proc.stdout:  # wait for the first round's line, then signal
+      seen.append(line)
       if line.startswith("round "):
         if how == "ctrl-c":
           os.killpg(proc.pid, signum)  # the terminal signals the foreground process group
@@ -246,22 +248,33 @@ def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_pat
     if proc.poll() is None:
       proc.kill()
       proc.wait()
-  assert proc.returncode == 128 + signum, err[-3000:]
-  assert "Traceback" not in err
-  stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume",
-                      err)
-  assert stopped, err[-3000:]
-  k = int(stopped.group(1))
-  assert os.path.isdir(tmp_path / "e" / "checkpoints" / f"program_state_{k}")
-  assert not (tmp_path / "e" / "final_metrics.json").exists()
-  assert not workers_with(marker)
-  if how == "background":  # resuming is the same after either signal: checked once, after Ctrl-C
-    return
-  resumed = main(f"--rounds={k + 1}", *TINY, "--rounds_per_eval=1000", "--rounds_per_checkpoint=1000",
-                 f"--root_output_dir={tmp_path}", "--experiment_name=e")
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert re.search(rf"^resumed\s+from round {k}\b", resumed.stdout, re.M), resumed.stdout
-  assert f"round {k + 1}/{k + 1}" in resumed.stdout
+  return proc.returncode, "".join(seen) + out, err
+
+
+def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_path):
+  """Ctrl-C (SIGINT to the whole process group), then the same command again as a background run
+  (SIGINT ignored) stopped by SIGTERM: each stops after its round with a checkpoint and says how to
+  resume; the second resumed the first's checkpoint and trained on from there. (One run per signal:
+  the resume is the second stop's start.)"""
+  marker = uuid.uuid4().hex
+  args = [sys.executable, "-m", "tff_robust.main", "--rounds=1000", *TINY, "--rounds_per_eval=1000",
+          "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}", "--experiment_name=e"]
+  rounds = []
+  for signum, how in ((signal.SIGINT, "ctrl-c"), (signal.SIGTERM, "background")):
+    code, out, err = _signal_after_first_round(args, marker, signum, how)
+    assert code == 128 + signum, err[-3000:]
+    assert "Traceback" not in err
+    stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume",
+                        err)
+    assert stopped and stopped.group(2) == signal.Signals(signum).name, err[-3000:]
+    k = int(stopped.group(1))
+    assert os.path.isdir(tmp_path / "e" / "checkpoints" / f"program_state_{k}")
+    assert not (tmp_path / "e" / "final_metrics.json").exists()
+    assert not workers_with(marker)
+    if rounds:  # the second start resumed the first's checkpoint and trained its next round
+      assert re.search(rf"^resumed\s+from round {rounds[0]}\b", out, re.M), out
+      assert re.search(rf"^round\s+{rounds[0] + 1}/1000 ", out, re.M) and k > rounds[0], out
+    rounds.append(k)
 
 
 # ---- 3. the console of the default command ---------------------------------------------------

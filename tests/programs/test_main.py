@@ -114,6 +114,10 @@ def test_missing_emnist_names_file(tmp_path):
   assert os.path.join(str(tmp_path), "emnist_all.sqlite") in proc.stderr
 
 
+# A whole run (about 2 min on a loaded 2-core machine). The default suite keeps its parts: the task's
+# round on this file in process (tests/tasks/test_task_rounds.py), and a whole run with
+# --server_opt=yogi checking the same outputs (test_onramp's offered command).
+@pytest.mark.slow
 def test_emnist_cr_with_yogi_runs_on_tff_format_file(tmp_path):
   # 10 writers: the paper's setting (flags/presets.py) samples 10 a round.
   data_makers.make_emnist_sqlite(str(tmp_path), num_clients=10, examples_per_client=24)

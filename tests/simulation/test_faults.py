@@ -26,6 +26,7 @@ from helpers import toy
 from helpers.paths import ROOT
 
 
+@functools.lru_cache(maxsize=None)  # a built process holds no training state: tests share it
 def build(aggregator="mean", attack="none", lr=0.1, scale=None, **robust):
   cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=4, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1.0),
@@ -251,6 +252,9 @@ def _main(out, *extra):
           "--experiment_name=e", *extra]
 
 
+# Three whole programs (about 3 min on a loaded 2-core machine). The same resume, checked to equal the
+# uninterrupted run in process, stays in the default suite (test_loop.test_resume_equals_uninterrupted_run).
+@pytest.mark.slow
 def test_kill_9_and_resume_equals_uninterrupted(tmp_path):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   full = subprocess.run(_main(tmp_path / "full"), cwd=ROOT, env=env, capture_output=True, text=True,
