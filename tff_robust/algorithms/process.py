@@ -24,11 +24,14 @@ from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import client_reports as client_reports_lib
 from tff_robust.algorithms import client_work
 from tff_robust.algorithms import evaluation
-from tff_robust.algorithms import methods
 from tff_robust.algorithms import privacy
+from tff_robust.algorithms import round_protocol
 from tff_robust.algorithms import server
 from tff_robust.algorithms import stacked_aggregation
+from tff_robust.algorithms import server_state
 from tff_robust.algorithms.config import ProcessConfig
+from tff_robust.algorithms.methods import registry
+from tff_robust.algorithms.methods.method import BuildContext
 from tff_robust.common import seeding
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -73,27 +76,6 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.client_input_type = trainer.input_type()
 
 
-fedex_client = methods.fedex_client  # the k FedEx configurations (seed 002)
-
-
-def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
-  """L(w) on the server-held validation set (seed 000 §3.3, first scheme), for TF computations."""
-
-  def server_loss(weights) -> tf.Tensor:
-    model, loss_fn = spec.model_fn(), spec.loss_fn()
-
-    @tf.function  # orders the weight assignment before the evaluation
-    def run(trainable, non_trainable):
-      evaluation.assign_weights(model, trainable, non_trainable)
-      data = tf.data.Dataset.from_tensor_slices(server_val).batch(256)
-      loss_sum, _, _, count = evaluation.evaluate(model, data, loss_fn, None)
-      return loss_sum / tf.maximum(count, 1.0)
-
-    return run(list(weights.trainable), list(weights.non_trainable))
-
-  return server_loss
-
-
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
                   total_examples: Optional[int] = None,
@@ -120,9 +102,6 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   """
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
-  ah = config.ah
-  if ah is not None and ah.loss_source == "server" and server_val is None:
-    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
   w0 = initial_weights(spec.model_fn, config.seed)
   weights_type = ModelWeights(
       trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
@@ -141,16 +120,12 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       client_shares=client_reports).create(
       tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
       tff.TensorType(np.float32))
-  server_loss = (_server_loss_fn(spec, server_val)
-                 if ah is not None and ah.loss_source == "server" else None)
-  parts = methods.components(
-      methods.BuildContext(spec, config, trainable_specs, num_clients, server_loss))
+  parts = registry.components(BuildContext(spec, config, trainable_specs, num_clients, server_val))
   trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
                                       has_val=config.weighting == "val_accuracy")
   opt = server.ServerOptimizer(config.server, trainable_specs)
-  policy = parts.policy
-  hparam_source: server.HparamSource = policy or server.Schedule(config.client)
-  components = parts.server  # state order: ah, fedex, the --algorithm's
+  components = parts.server  # state order: the registry's (ah, fedex, the --algorithm's)
+  hparam_source = server.hparam_source(components, config.client)
 
   # ---- server-side TF computations -------------------------------------------------
   @tff.tensorflow.computation
@@ -173,10 +148,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   @tff.tensorflow.computation(state_type, hparams_type)
   def make_broadcast(state, hparams):
-    out = collections.OrderedDict(model=state["model"], lr=hparams.lr, steps=hparams.steps)
-    for part in components:
-      out.update(part.broadcast(state[part.key]))
-    return out
+    return round_protocol.make_broadcast(state["model"], hparams, components, state)
 
   client_update = trainer.build(make_broadcast.type_signature.result)
   client_out_type = client_update.type_signature.result
@@ -224,13 +196,13 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
 
   # ---- federated computations ------------------------------------------------------
   full_state_type = tff.StructWithPythonType(
-      [("core", state_type), ("agg", agg_process.initialize.type_signature.result.member)],
+      [(server_state.CORE, state_type), (server_state.AGG, agg_process.initialize.type_signature.result.member)],
       collections.OrderedDict)
 
   @tff.federated_computation
   def initialize_fn():
     core = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg_process.initialize()))
+    return tff.federated_zip(server_state.make(core, agg_process.initialize()))
 
   def _round(state, client_inputs):
     core, agg_state = state.core, state.agg
@@ -245,7 +217,7 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
       mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
     updated = tff.federated_map(
         server_update, (core, hparams, mean_delta, reports, agg_output.measurements))
-    new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
+    new_state = tff.federated_zip(server_state.make(updated[0], agg_output.state))
     return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
 
   server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
@@ -267,46 +239,43 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     next_with_client_reports = client_reports_lib.build(
         _round, server_state_type, clients_type, client_out_type, agg_result_type, trainer.stateful)
   get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
-      full_state_type, weights_type, opt, policy)
+      full_state_type, weights_type, opt, components)
   return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
                        next_with_client_states=next_with_client_states, trainer=trainer,
                        after_rejection=after_rejection, get_hparams_fn=get_hparams,
                        set_hparams_fn=set_hparams, next_with_client_reports=next_with_client_reports)
 
 
-def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer,
-                     policy: Optional[server.AdaptiveHparams]) -> tuple:
+def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer, components) -> tuple:
   """get/set_model_weights, after_rejection, get/set_hparams (the server optimizer's) of the state."""
-
-  def replace_core(state, **entries):
-    core = collections.OrderedDict(state["core"].items())
-    core.update(entries)
-    return collections.OrderedDict(core=core, agg=state["agg"])
+  core, replace_core = server_state.core, server_state.replace_core
 
   @tff.tensorflow.computation(full_state_type)
   def get_model_weights(state):
-    return state["core"]["model"]
+    return core(state)[server_state.MODEL]
 
   @tff.tensorflow.computation(full_state_type, weights_type)
   def set_model_weights(state, weights):
-    return replace_core(state, model=weights)
+    return replace_core(state, **{server_state.MODEL: weights})
 
   @tff.tensorflow.computation(full_state_type, full_state_type)
   def after_rejection(previous, rejected):
     """The state after a round the divergence guard rejected: ``previous``'s model, optimizer
     and aggregator state, but the round counter of ``rejected`` (the next round draws a new
-    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's reward."""
-    entries = {"round": rejected["core"]["round"]}
-    if policy is not None:
-      entries[policy.key] = policy.after_rejection(previous["core"][policy.key], rejected["core"][policy.key])
+    h_t and schedule step) and what each component keeps of the rejected round (its
+    ``after_rejection``: AH's policy ψ learnt from the rejected h_t's reward)."""
+    entries = {server_state.ROUND: core(rejected)[server_state.ROUND]}
+    for part in components:
+      if hasattr(part, "after_rejection"):
+        entries[part.key] = part.after_rejection(core(previous)[part.key], core(rejected)[part.key])
     return replace_core(previous, **entries)
 
   @tff.tensorflow.computation(full_state_type)
   def get_hparams(state):
-    return opt.optimizer.get_hparams(state["core"]["opt"])
+    return opt.optimizer.get_hparams(core(state)[server_state.OPT])
 
   @tff.tensorflow.computation(full_state_type, get_hparams.type_signature.result)
   def set_hparams(state, hparams):
-    return replace_core(state, opt=opt.optimizer.set_hparams(state["core"]["opt"], hparams))
+    return replace_core(state, **{server_state.OPT: opt.optimizer.set_hparams(core(state)[server_state.OPT], hparams)})
 
   return get_model_weights, set_model_weights, after_rejection, get_hparams, set_hparams
