@@ -122,3 +122,16 @@ def test_the_configs_do_not_import_the_methods():
   eager = {m for m in graph["tff_robust.algorithms.config"] if m.startswith("tff_robust.algorithms.methods")}
   assert eager <= {"tff_robust.algorithms.methods.ah.options", "tff_robust.algorithms.methods.fedex.space"}
   assert "tff_robust.algorithms.methods.registry" not in graph["tff_robust.algorithms.config"]
+def test_no_function_is_longer_than_one_reads_at_once():
+  long = {}
+  for folder in FUNCTION_FOLDERS:
+    for here, _, files in os.walk(os.path.join(ROOT, folder)):
+      for name in files:
+        if name.endswith(".py"):
+          path = os.path.join(here, name)
+          for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+              lines = node.end_lineno - node.lineno + 1
+              if lines > MAX_FUNCTION_LINES:
+                long[f"{os.path.relpath(path, ROOT)}:{node.name}"] = lines
+  assert not long, long

@@ -8,13 +8,16 @@ trains (`client_work`); deltas are aggregated with weights (`aggregation`);
 the server optimizer applies the pseudo-gradient −Δ_t; with AH the loss of
 w_{t+1} gives the reward that updates ψ (eq. 7); with FedEx θ takes its step.
 The parts are client components (`client`) and server components (`server`), chosen and
-ordered by `methods`; this module wires them.
+ordered by `methods.registry`; the server's computations (`server_computations`), the client
+work and the aggregation (``aggregation_norm="all"``: `all_clients_norm`) are built and typed
+apart, and this module wires them, checking their types where they meet.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Optional
+from collections.abc import Callable
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -23,11 +26,10 @@ import tensorflow_federated as tff
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import client_reports as client_reports_lib
 from tff_robust.algorithms import client_work
-from tff_robust.algorithms import evaluation
 from tff_robust.algorithms import privacy
-from tff_robust.algorithms import round_protocol
+from tff_robust.algorithms import all_clients_norm
+from tff_robust.algorithms import server_computations
 from tff_robust.algorithms import server
-from tff_robust.algorithms import stacked_aggregation
 from tff_robust.algorithms import server_state
 from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.methods import registry
@@ -88,13 +90,14 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     next:       (<S@SERVER, {C}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)
 
   A round: h_t from the schedule or the AH policy; w_t, h_t and the server components'
-  entries broadcast; client work (the client components); the aggregator's Δ_t; the server
-  optimizer, then each server component's update.
+  extras broadcast; client work (the client components); the aggregator's Δ_t; the server
+  optimizer, then each server component's update. The parts are built and typed separately
+  (`server_computations`, the trainer, the aggregation) and their types checked where they meet.
 
   Args:
     spec: model builder, loss, accuracy and the element spec of client data.
-    config: client, server, weighting and AH configuration.
-    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    config: client, server, weighting and the methods' configuration.
+    server_val: a server-held validation sample ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
     num_clients: K, the task's clients (for a method that needs it, e.g. SCAFFOLD's |S|/N).
     client_reports: also build ``next_with_client_reports`` (`client_reports`; off: nothing of it
@@ -103,141 +106,116 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
   w0 = initial_weights(spec.model_fn, config.seed)
-  weights_type = ModelWeights(
-      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
-      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
   trainable_specs = _tensor_specs(w0.trainable)
-
-  # ---- the parts: client work, aggregator, server components -----------------------
-  rob = config.robust
-  # Without byzantine clients every update is finite when it reaches the aggregator (the client
-  # work sends a non-finite one as a zero delta of weight 0), so its non-finite guard is skipped.
-  agg_process = privacy.with_dp(aggregation.build_aggregator, config.dp)(
-      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
-      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
-      check_nonfinite=rob.byzantine_attack != "none", byzantine_f=rob.byzantine_f or 0,
-      multi_krum_select=rob.multi_krum_select, rfa_iterations=rob.rfa_iterations, rfa_nu=rob.rfa_nu,
-      client_shares=client_reports).create(
-      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
-      tff.TensorType(np.float32))
   parts = registry.components(BuildContext(spec, config, trainable_specs, num_clients, server_val))
   trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
                                       has_val=config.weighting == "val_accuracy")
   opt = server.ServerOptimizer(config.server, trainable_specs)
   components = parts.server  # state order: the registry's (ah, fedex, the --algorithm's)
-  hparam_source = server.hparam_source(components, config.client)
-
-  # ---- server-side TF computations -------------------------------------------------
-  @tff.tensorflow.computation
-  def server_init():
-    weights = ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
-                           non_trainable=[tf.constant(v) for v in w0.non_trainable])
-    state = collections.OrderedDict(model=weights, opt=opt.initial_state(weights),
-                                    round=tf.constant(0, tf.int32))
-    for part in components:
-      state[part.key] = part.initial_state(weights)
-    return state
-
-  state_type = server_init.type_signature.result
-
-  @tff.tensorflow.computation(state_type)
-  def round_hparams(state):
-    return hparam_source.round_hparams(state, state["round"] + 1)
-
-  hparams_type = round_hparams.type_signature.result
-
-  @tff.tensorflow.computation(state_type, hparams_type)
-  def make_broadcast(state, hparams):
-    return round_protocol.make_broadcast(state["model"], hparams, components, state)
-
-  client_update = trainer.build(make_broadcast.type_signature.result)
+  before = server_computations.build_before(w0, opt, components, server.hparam_source(components, config.client))
+  client_update = trainer.build(before.broadcast_type)
+  server_computations.check_meet("make_broadcast", before.broadcast_type, "the client update",
+                                 client_update.type_signature.parameter[0])
   client_out_type = client_update.type_signature.result
-  agg_result_type = agg_process.next.type_signature.result
+  aggregation = _aggregation(config, trainable_specs, client_out_type, total_examples, client_reports)
+  agg_result_type = aggregation.process.next.type_signature.result
+  update = server_computations.build_update(
+      before, agg_result_type.result.member, client_out_type.report, agg_result_type.measurements.member,
+      opt, components, trainer.components, trainer.has_val)
+  round_fn = _round_fn(before, client_update, aggregation, update)
+  return _learning_process(before, aggregation, round_fn, trainer, opt, components, w0,
+                           client_out_type, client_reports)
 
-  @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
-                              client_out_type.report, agg_result_type.measurements.member)
-  def server_update(state, hparams, mean_delta, reports, measurements):
-    """The optimizer's step (skipped when no client update survived), then each component's."""
-    train = reports["train"]  # client.TrainReport, summed
-    excluded = train.nonfinite + tf.cast(measurements["nonfinite_count"], tf.float32)
-    any_update = train.num_clients - excluded > 0
-    trainable = list(state["model"].trainable)
-    opt_state, new_trainable = opt.step(state["opt"], trainable, mean_delta, any_update, state["round"])
-    new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
-    new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
-    round_ = server.Round(t=state["round"] + 1, hparams=hparams, reports=reports, new_weights=new_weights)
-    metrics = server.round_metrics(train, hparams, mean_delta)
-    for part in trainer.components:  # the server's view of each client component's report
-      if part.key in reports:
-        metrics.update(part.metrics(reports[part.key], train))
-    for part in components:
-      new_state[part.key], part_metrics = part.update(state[part.key], round_)
-      metrics.update(server.prefixed(part.key, part_metrics))
-    metrics.update(server.prefixed("agg", {k: v for k, v in measurements.items()
-                                           if k != stacked_aggregation.CLIENT_SHARES}))
-    if trainer.has_val:
-      metrics["client_val_accuracy"] = tf.math.divide_no_nan(train.val_correct, train.val_predictions)
-    return new_state, metrics
 
-  if config.aggregation_norm == "all":
-    inv_total = np.float32(1.0 / float(total_examples))
+class Aggregation(NamedTuple):
+  """The round's aggregation of the clients' updates: ``process`` over their values, weighted,
+  and ``client_value`` (``(Δ, TrainReport) -> value``; None: the value is Δ itself)."""
 
-    @tff.tensorflow.computation(client_out_type.delta, client_out_type.report.train)
-    def kept_examples(delta, train):
-      """n_k of a client whose update reaches the aggregate (finite), else 0."""
-      finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
-      finite = tf.logical_and(finite, tf.equal(train.nonfinite, 0.0))
-      return tf.where(finite, tf.cast(train.num_examples, tf.float32), tf.constant(0.0))
+  process: tff.templates.AggregationProcess
+  client_value: Optional[tff.Computation]
 
-    @tff.tensorflow.computation(agg_result_type.result.member, np.float32)
-    def scale_to_all(mean_delta, kept):
-      """Algorithm 1 line 13 (seed 000): the weighted mean over S_t times Σ_{S_t} n_k / N."""
-      return [d * kept * inv_total for d in mean_delta]
 
-  # ---- federated computations ------------------------------------------------------
+def _aggregation(config: ProcessConfig, trainable_specs: list[tf.TensorSpec], client_out_type: tff.Type,
+                 total_examples: Optional[int], client_reports: bool) -> Aggregation:
+  """The configured aggregator (robust, with DP), wrapped by `all_clients_norm` for
+  ``aggregation_norm="all"``. Without byzantine clients every update is finite when it reaches the
+  aggregator (the client work sends a non-finite one as a zero delta of weight 0), so its
+  non-finite guard is skipped."""
+  rob = config.robust
+  factory = privacy.with_dp(aggregation.build_aggregator, config.dp)(
+      rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
+      zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
+      check_nonfinite=rob.byzantine_attack != "none", byzantine_f=rob.byzantine_f or 0,
+      multi_krum_select=rob.multi_krum_select, rfa_iterations=rob.rfa_iterations, rfa_nu=rob.rfa_nu,
+      client_shares=client_reports)
+  delta_type = tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs])
+  server_computations.check_meet("the client update", client_out_type.delta, "the aggregator", delta_type)
+  weight_type = server_computations.float32_type()
+  if config.aggregation_norm != "all":
+    return Aggregation(factory.create(delta_type, weight_type), None)
+  wrapped = all_clients_norm.AllClientsNorm(factory, total_examples)
+  return Aggregation(wrapped.create(all_clients_norm.value_type(delta_type), weight_type),
+                     all_clients_norm.client_value(client_out_type.delta, client_out_type.report.train))
+
+
+def _round_fn(before: server_computations.Before, client_update: tff.Computation, agg: Aggregation,
+              update: tff.Computation) -> Callable:
+  """The round, on federated values: ``(state, client_inputs) -> (LearningProcessOutput, client
+  outputs, aggregator output)`` (the last two for the client states and reports)."""
+
+  def round_(state, client_inputs):
+    core, agg_state = state.core, state.agg
+    hparams = tff.federated_map(before.round_hparams, core)
+    broadcast = tff.federated_broadcast(tff.federated_map(before.make_broadcast, (core, hparams)))
+    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
+    values = outputs.delta
+    if agg.client_value is not None:
+      values = tff.federated_map(agg.client_value, (outputs.delta, outputs.report.train))
+    agg_output = agg.process.next(agg_state, values, outputs.weight)
+    reports = tff.federated_sum(outputs.report)
+    updated = tff.federated_map(update, (core, hparams, agg_output.result, reports, agg_output.measurements))
+    new_state = tff.federated_zip(server_state.make(updated[0], agg_output.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
+
+  return round_
+
+
+def _learning_process(before: server_computations.Before, agg: Aggregation, round_fn: Callable,
+                      trainer: client_work.ClientTrainer, opt: server.ServerOptimizer, components,
+                      w0: ModelWeights, client_out_type: tff.Type, client_reports: bool) -> RobustProcess:
+  """The federated computations around ``round_fn`` and the state's accessors."""
   full_state_type = tff.StructWithPythonType(
-      [(server_state.CORE, state_type), (server_state.AGG, agg_process.initialize.type_signature.result.member)],
-      collections.OrderedDict)
+      [(server_state.CORE, before.state_type),
+       (server_state.AGG, agg.process.initialize.type_signature.result.member)], collections.OrderedDict)
 
   @tff.federated_computation
   def initialize_fn():
-    core = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(server_state.make(core, agg_process.initialize()))
-
-  def _round(state, client_inputs):
-    core, agg_state = state.core, state.agg
-    hparams = tff.federated_map(round_hparams, core)
-    broadcast = tff.federated_broadcast(tff.federated_map(make_broadcast, (core, hparams)))
-    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
-    agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
-    reports = tff.federated_sum(outputs.report)
-    mean_delta = agg_output.result
-    if config.aggregation_norm == "all":  # Σ_{S_t} (n_k / N) Δ_k = (Σ_{S_t} n_k / N) · weighted mean
-      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.report.train)))
-      mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
-    updated = tff.federated_map(
-        server_update, (core, hparams, mean_delta, reports, agg_output.measurements))
-    new_state = tff.federated_zip(server_state.make(updated[0], agg_output.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
+    core = tff.federated_eval(before.init, tff.SERVER)
+    return tff.federated_zip(server_state.make(core, agg.process.initialize()))
 
   server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
   clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
 
   @tff.federated_computation(server_state_type, clients_type)
   def next_fn(state, client_inputs):
-    return _round(state, client_inputs)[0]
+    return round_fn(state, client_inputs)[0]
 
+  server_computations.check_meet("next", next_fn.type_signature.result.state, "next", server_state_type)
   next_with_client_states = None
   if trainer.stateful:
     @tff.federated_computation(server_state_type, clients_type)
     def next_with_client_states(state, client_inputs):
-      output, outputs, _ = _round(state, client_inputs)
+      output, outputs, _ = round_fn(state, client_inputs)
       return output, outputs.state
 
   next_with_client_reports = None
   if client_reports:
     next_with_client_reports = client_reports_lib.build(
-        _round, server_state_type, clients_type, client_out_type, agg_result_type, trainer.stateful)
+        round_fn, server_state_type, clients_type, client_out_type,
+        agg.process.next.type_signature.result, trainer.stateful)
+  weights_type = ModelWeights(
+      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
+      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
   get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
       full_state_type, weights_type, opt, components)
   return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
