@@ -164,7 +164,7 @@ def _round_fn(before: server_computations.Before, client_update: tff.Computation
   outputs, aggregator output)`` (the last two for the client states and reports)."""
 
   def round_(state, client_inputs):
-    core, agg_state = state.core, state.agg
+    core, agg_state = getattr(state, server_state.CORE), getattr(state, server_state.AGG)
     hparams = tff.federated_map(before.round_hparams, core)
     broadcast = tff.federated_broadcast(tff.federated_map(before.make_broadcast, (core, hparams)))
     outputs = tff.federated_map(client_update, (broadcast, client_inputs))
