@@ -8,3 +8,7 @@ May import: what `tff_robust.algorithms` may; a method may import the shared mac
 `algorithms` (never the reverse, but for the process asking the registry) and another method's
 module.
 """
+
+# What scripts call as ``methods.components(methods.BuildContext(...))`` (bench/client_time.py).
+from tff_robust.algorithms.methods.method import BuildContext  # noqa: E402,F401
+from tff_robust.algorithms.methods.registry import components  # noqa: E402,F401
