@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Optional
 from absl import flags
 
 from tff_robust import tasks
-from tff_robust.algorithms import fedex_space
 from tff_robust.algorithms import privacy
-from tff_robust.algorithms.config import AHConfig, ClientConfig, FedExConfig, ProcessConfig
-from tff_robust.algorithms.config import RobustConfig, ServerConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
+from tff_robust.algorithms.methods import registry
+from tff_robust.algorithms.methods.fedex.space import FedExConfig
 from tff_robust.common import options, paths
 from tff_robust.common.options import option
 from tff_robust.flags import presets
@@ -47,11 +47,7 @@ class RunConfig:
 
 # The dataclasses whose fields are flags (`options.option`), in the order --help lists them.
 CONFIGS = (TaskOptions, LoopConfig, ClientConfig, ProcessConfig, ServerConfig, RobustConfig, RunConfig,
-           AHConfig, fedex_space.FedExOptions, privacy.DPConfig)
-# FedEx's search space: one flag per hyper-parameter (`fedex_space.parse_hparam`), with its default range.
-FEDEX_SPACE = (("learning_rate", "0.0001:1.0:log"), ("momentum", "0.0:0.9"),
-               ("weight_decay", "0.00001:0.1:log"), ("prox_mu", "none"), ("local_epochs", "none"),
-               ("local_steps", "none"), ("batch_size", "8,16,32,64,128"))
+           *registry.option_classes(), privacy.DPConfig)
 # Why an inf / nan number flag fails (absl's float parser accepts them, and reads 1e400 as inf).
 NOT_FINITE = "a finite number is required (inf, nan and values beyond ±1.8e308 are not)"
 
@@ -80,17 +76,14 @@ def define_flags() -> None:
   """Defines every flag of `python -m tff_robust.main` (idempotent).
 
   The configs' fields give most of them (default, help, choices); the rest say which task,
-  which workers, and whether AH / FedEx run at all.
+  which workers, and whether a method with a switch of its own (`Method.switch`) runs at all.
   """
   if "task" in FLAGS:
     return
-  flags.DEFINE_bool("ah", False, "Adaptive hyper-parameters: sample (lr, steps) each round from P(h|ψ).")
-  flags.DEFINE_string("ah_reward_clip", "-1", "Lower clip of r_t (a number < 0), or none (the seed's "
-                      "unclipped reward).")
-  flags.DEFINE_bool("fedex", False, "Tune client hyper-parameters with FedEx.")
-  for name, default in FEDEX_SPACE:
-    flags.DEFINE_string(f"fedex_{name}", default,
-                        f"FedEx search space of {name}: none, low:high[:log], or v1,v2,...")
+  for method in _switched():
+    flags.DEFINE_bool(method.name, False, method.switch.help)
+    for name, default, help_text in method.switch.text_flags:
+      flags.DEFINE_string(name, default, help_text)
   for cls in CONFIGS:
     _define(cls)
   flags.DEFINE_string("root_output_dir", paths.default_root(),
@@ -120,28 +113,31 @@ def from_flags(cls: type, f=FLAGS, **given):
   return cls(**values, **given)
 
 
-def experiment_name(f=FLAGS) -> str:
-  parts = [f.task.replace(":", "_").replace(".", "_"), f.server_opt]
-  if f.rm_weight > 0:
-    parts.append("rm")
-  if f.wd_mu > 0:
-    parts.append("wd")
-  if f.ah:
-    parts.append("ah")
-  if f.fedex:
-    parts.append("fedex")
+def experiment_name(process: ProcessConfig, f=FLAGS) -> str:
+  """The default run name: task, server optimizer, the running methods' parts (the registry's),
+  ``dp`` and the seed."""
+  parts = [f.task.replace(":", "_").replace(".", "_"), f.server_opt, *registry.run_name_parts(process)]
   if f.dp_noise_multiplier is not None:
     parts.append("dp")
   parts.append(f"s{f.seed}")
   return "_".join(parts)
 
 
-def fedex_config(f=FLAGS) -> FedExConfig:
-  """FedEx's search space and options from the ``--fedex_*`` flags."""
-  options.check(not f.ah or f.fedex_learning_rate == "none", "fedex_learning_rate", f.fedex_learning_rate,
-                "--ah already tunes the learning rate: set it to none")
-  space = fedex_space.SearchSpace(**{n: fedex_space.parse_hparam(n, getattr(f, f"fedex_{n}")) for n, _ in FEDEX_SPACE})
-  return FedExConfig(space=space, options=from_flags(fedex_space.FedExOptions, f))
+def _switched() -> list:
+  """The registry's methods that a flag of their own turns on (`Method.switch`)."""
+  return [m for m in registry.METHODS if m.switch is not None]
+
+
+def method_config(method, f=FLAGS):
+  """The configuration of a switched method (``ProcessConfig.<name>``) from its flags."""
+  on = frozenset(m.name for m in _switched() if getattr(f, m.name))
+  text = {name: getattr(f, name) for name, _, _ in method.switch.text_flags}
+  return method.switch.configure(lambda cls, **given: from_flags(cls, f, **given), text, on)
+
+
+def method_configs(f=FLAGS) -> dict:
+  """``{name: configuration}`` of the switched methods that are on."""
+  return {m.name: method_config(m, f) for m in _switched() if getattr(f, m.name)}
 
 
 def dp_config(f=FLAGS) -> Optional[privacy.DPConfig]:
@@ -153,18 +149,6 @@ def dp_config(f=FLAGS) -> Optional[privacy.DPConfig]:
     options.check(getattr(f, name) is None, name, getattr(f, name),
                   "needs --dp_noise_multiplier (DP-FedAvg is off without it)")
   return None
-
-
-def _reward_clip(text: str) -> Optional[float]:
-  """``--ah_reward_clip`` as `AHConfig.min_reward` (a number < 0, or None for ``none``)."""
-  clip = text.strip().lower()
-  try:
-    value = None if clip == "none" else float(clip)
-  except ValueError:
-    value = math.nan
-  options.check(value is None or -math.inf < value < 0, "ah_reward_clip", text,
-                "a finite number < 0, or none (unclipped)")
-  return value
 
 
 def check_paths(f=FLAGS) -> None:
@@ -192,13 +176,11 @@ def parse(f=FLAGS) -> RunConfig:
   task_options = from_flags(TaskOptions, f)
   if not tasks.is_plugin(f.task):
     tasks.validate_task_options(f.task, task_options)
-  ah = None
-  if f.ah:
-    ah = from_flags(AHConfig, f, min_reward=_reward_clip(f.ah_reward_clip))
+  switched = method_configs(f)
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
-                       robust=from_flags(RobustConfig, f), ah=ah, fedex=fedex_config(f) if f.fedex else None,
-                       dp=dp_config(f))
-  name = f.experiment_name or experiment_name(f)
+                       robust=from_flags(RobustConfig, f), **switched, dp=dp_config(f),
+                       algorithm=from_flags(registry.Selection, f).algorithm)
+  name = f.experiment_name or experiment_name(process, f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",
                 f.byzantine_fraction, "needs --byzantine_attack other than none")
@@ -278,7 +260,7 @@ def parse_tune(f=FLAGS) -> TuneConfig:
       sha_min_rounds=min_rounds, sha_max_rounds=max_rounds, seed=f.seed)
   fedex_cfg = None
   if f.tune_local or any(m.endswith("fedex") for m in methods):
-    fedex_cfg = fedex_config(f)
+    fedex_cfg = method_config(registry.find(study.FEDEX), f)
     dataclasses.replace(run.process, fedex=fedex_cfg)  # validates the space against the client flags
   if f.tune_local:
     config = dataclasses.replace(config, local_space=fedex_cfg.space)

@@ -240,7 +240,7 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
     run = run_of(config)
     task = tasks.load_task(run.task, run.task_options)
     if run.process.uses_rm:
-      from tff_robust.algorithms import matching  # pylint: disable=g-import-not-at-top
+      from tff_robust.algorithms.methods.rm import matching  # pylint: disable=g-import-not-at-top
       matching.check_supported(task.model_fn(), run.process.client.rm_layers)
   except DataMissingError as e:
     fail(f"{e} {offline_hint()}")

@@ -52,6 +52,7 @@ def main(argv: list[str]) -> None:
   from tff_robust.simulation import loop as loop_lib  # pylint: disable=g-import-not-at-top
   from tff_robust.simulation import selection  # pylint: disable=g-import-not-at-top
   from tff_robust.simulation import privacy_accounting  # pylint: disable=g-import-not-at-top
+  from tff_robust.algorithms.methods import registry  # pylint: disable=g-import-not-at-top
   from tff_robust.runtime.context import WorkerDiedError, tff_runtime  # pylint: disable=g-import-not-at-top
 
   num_clients = len(task.train.client_ids)
@@ -92,6 +93,7 @@ def main(argv: list[str]) -> None:
   progress = console.RunConsole(
       console.header(task=task.name, task_info=task.info, num_clients=num_clients,
                      per_round=per_round, process=config.process, loop=config.loop,
+                     method=registry.describe(config.process),
                      workers=config.workers,
                      notes=notes + privacy_accounting.header_lines(config.process.dp, ledger)),
       rounds=config.loop.rounds,
@@ -124,7 +126,7 @@ def main(argv: list[str]) -> None:
   for line in console.summary(output_dir=out, final=result, last_round=config.loop.rounds,
                               wall_seconds=time.monotonic() - t0,
                               rounds_this_session=progress.last_round - progress.first_round,
-                              has_ah=config.process.ah is not None):
+                              plots=[("AH", "ah.png")] if config.process.ah is not None else ()):
     print(line, flush=True)
 
 

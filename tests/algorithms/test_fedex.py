@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import fedex as fx
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms.methods.fedex import update as fx
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 
 # ---------------------------------------------------------------------------
 # Hand (numpy) computation of seed 002's update, client by client.

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import matching
-from tff_robust.algorithms import matching_layers
+from tff_robust.algorithms.methods.rm import matching
+from tff_robust.algorithms.methods.rm import matching_layers
 
 L = tf.keras.layers
 

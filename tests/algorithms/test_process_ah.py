@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import client_work, evaluation, process, reinforce
-from tff_robust.algorithms import hparam_grid
+from tff_robust.algorithms import client_work, evaluation, process
+from tff_robust.algorithms.methods.ah import reinforce
+from tff_robust.algorithms.methods.ah import hparam_grid
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.simulation import loop
 

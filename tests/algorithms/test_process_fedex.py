@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import fedex, process
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import process
+from tff_robust.algorithms.methods.fedex import update as fedex
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig, ServerConfig
 
 from helpers import toy

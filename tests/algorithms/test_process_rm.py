@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import client_work, evaluation, matching_client, process
+from tff_robust.algorithms import client_work, evaluation, process
+from tff_robust.algorithms.methods.rm import matching_client
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig
 from tff_robust.simulation import loop
 from tff_robust.tasks.base import Task, sparse_accuracy

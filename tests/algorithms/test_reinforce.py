@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import hparam_grid
-from tff_robust.algorithms import reinforce as rf
+from tff_robust.algorithms.methods.ah import hparam_grid
+from tff_robust.algorithms.methods.ah import reinforce as rf
 
 
 def _tensors(state):

@@ -144,6 +144,6 @@ def test_the_driver_keeps_each_clients_c_i_and_a_resumed_run_equals_an_uninterru
 
 def test_the_console_names_the_algorithm():
   from tff_robust.algorithms.config import ProcessConfig  # pylint: disable=g-import-not-at-top
-  from tff_robust.common import console  # pylint: disable=g-import-not-at-top
-  assert console.describe_method(ProcessConfig(algorithm="scaffold")).startswith("SCAFFOLD, server sgd")
-  assert console.describe_method(ProcessConfig()).startswith("server sgd")
+  from tff_robust.algorithms.methods import registry  # pylint: disable=g-import-not-at-top
+  assert registry.describe(ProcessConfig(algorithm="scaffold")).startswith("SCAFFOLD, server sgd")
+  assert registry.describe(ProcessConfig()).startswith("server sgd")

@@ -40,11 +40,18 @@ def _folder(layer: str) -> str:
 
 
 def _modules():
+  """Every module of each layer, its sub-folders' included (`algorithms/methods/`), but for
+  the sub-packages with rules of their own (`SUBPACKAGES`), which are layers themselves."""
   for layer in sorted(ALLOWED):
     folder = _folder(layer)
-    for name in sorted(os.listdir(folder)):
-      if name.endswith(".py"):
-        yield layer, os.path.join(folder, name)
+    own = {os.path.join(folder, sub) for sub in SUBPACKAGES.get(layer, ())}
+    for here, dirs, files in os.walk(folder):
+      dirs[:] = sorted(d for d in dirs if os.path.join(here, d) not in own and d != "__pycache__")
+      if here != folder and not os.path.exists(os.path.join(here, "__init__.py")):
+        continue  # data folders (experiments/page's templates), not modules
+      for name in sorted(files):
+        if name.endswith(".py"):
+          yield layer, os.path.join(here, name)
 
 
 def _imported_parts(path: str) -> set[str]:
@@ -65,7 +72,7 @@ def _imported_parts(path: str) -> set[str]:
   return parts
 
 
-@pytest.mark.parametrize("layer,path", list(_modules()), ids=lambda v: os.path.basename(str(v)))
+@pytest.mark.parametrize("layer,path", list(_modules()), ids=lambda v: os.path.relpath(str(v), ROOT))
 def test_a_layer_imports_only_what_it_may(layer, path):
   foreign = _imported_parts(path) - ALLOWED[layer] - {layer}
   assert not foreign, f"{os.path.relpath(path, ROOT)} imports tff_robust.{sorted(foreign)}"

@@ -5,7 +5,7 @@ with a sub-config (--ah, --fedex) builds that config's defaults."""
 import dataclasses
 
 from tff_robust.algorithms import config
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.flags import definitions
 from tff_robust.simulation.loop import LoopConfig
 from tff_robust.tasks.base import TaskOptions

@@ -8,8 +8,8 @@ import pytest
 from absl import flags
 
 from tff_robust.algorithms import config
-from tff_robust.algorithms import fedex
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms.methods.fedex import update as fedex
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms import privacy
 from tff_robust.common import options, paths
 from tff_robust.flags import definitions

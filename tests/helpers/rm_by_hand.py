@@ -4,7 +4,8 @@ TF on the toy model: what the TFF client computation and the refine evaluation m
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms import matching, regularizers
+from tff_robust.algorithms import regularizers
+from tff_robust.algorithms.methods.rm import matching
 from tff_robust.algorithms.config import ClientConfig
 
 from helpers import toy

@@ -51,7 +51,7 @@ def test_study_flags_map_to_config():
 def test_an_arms_client_draw_is_the_baselines_configuration_and_fedexs_centre():
   """Seed 002's wrapper: a baseline arm trains with its drawn client configuration alone
   (FedEx with k = 1), a FedEx arm draws its k configurations around it."""
-  from tff_robust.algorithms import process as process_lib
+  from tff_robust.algorithms.methods import fedex as fedex_method
   from tff_robust.tuning import arms
   cfg = parse("--tune_methods=rs,rs_fedex", "--fedex_radius=0.1")
   draw = {"learning_rate": 0.01, "momentum": 0.5, "weight_decay": 1e-3, "batch_size": 32.0}
@@ -60,10 +60,10 @@ def test_an_arms_client_draw_is_the_baselines_configuration_and_fedexs_centre():
   fedex = arms.arm_fedex(cfg.fedex, params, fedex_arm=True)
   assert baseline.options.k == 1 and fedex.options.k == cfg.fedex.options.k == 10
   assert baseline.center == fedex.center == draw
-  only = process_lib.fedex_client(dataclasses.replace(cfg.run.process, fedex=baseline)).configs
+  only = fedex_method.fedex_client(dataclasses.replace(cfg.run.process, fedex=baseline)).configs
   assert {k: float(v[0]) for k, v in only.items()} == pytest.approx(draw, rel=1e-6)
   assert all(len(v) == 1 for v in only.values())
-  around = process_lib.fedex_client(dataclasses.replace(cfg.run.process, fedex=fedex)).configs
+  around = fedex_method.fedex_client(dataclasses.replace(cfg.run.process, fedex=fedex)).configs
   lrs = np.log10(around["learning_rate"])
   assert lrs[0] == pytest.approx(-2.0) and np.all(np.abs(lrs + 2.0) <= 0.1 * 4 + 1e-6)
   assert len(set(lrs.tolist())) == 10

@@ -5,8 +5,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.algorithms import client_work, fedex, matching_client, process
-from tff_robust.algorithms import fedex_space
+from tff_robust.algorithms import client_work, process
+from tff_robust.algorithms.methods import fedex as fedex_method
+from tff_robust.algorithms.methods.fedex import update as fedex
+from tff_robust.algorithms.methods.rm import matching_client
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig
 from tff_robust.tuning import federated_eval
 
@@ -126,7 +129,7 @@ def test_refine_uses_the_most_likely_fedex_configuration():
   options = fedex_space.FedExOptions(k=4, radius=1.0, seed=5)
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=4, batch_size=8),
                       fedex=FedExConfig(space=space, options=options))
-  fx = process.fedex_client(cfg)
+  fx = fedex_method.fedex_client(cfg)
   trainer = client_work.ClientTrainer(SPEC, cfg.client, "num_examples", [fedex.FedExSampling(fx)])
   theta = np.array([0.2, 0.1, 0.4, 0.3], np.float32)
   weights = process.initial_weights(model_fn, 1)

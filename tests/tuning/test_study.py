@@ -178,7 +178,7 @@ def test_bad_study_settings_name_the_flag():
 def test_arms_draw_client_hyperparameters_from_fedex_space_shared_with_the_fedex_variant(tmp_path):
   """--tune_local (seed 002's wrapper): an arm also draws one client configuration from FedEx's
   space; RS and RS+FedEx get the same draws, and the table shows the winner's."""
-  from tff_robust.algorithms import fedex_space
+  from tff_robust.algorithms.methods.fedex import space as fedex_space
   space = fedex_space.SearchSpace(learning_rate=study.Range(1e-4, 1.0, log=True), momentum=(0.0, 0.9),
                                   weight_decay=None, local_epochs=None, batch_size=(16, 64))
   cfg = config(tmp_path, methods=("rs", "rs_fedex"), local_space=space)

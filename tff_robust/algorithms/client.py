@@ -8,7 +8,8 @@ client computation; a method's client half is one component, which answers:
   ``needs``                         the optional parts of the client input it reads (`Needs`)
   ``build(model)``                  its variables, made once before the client update is traced
                                     (returned; the component reads them back as ``run.built[key]``)
-  ``hparams(hp, broadcast, inputs)``  the client's SGD hyper-parameters, adjusted (FedEx's c ~ θ)
+  ``hparams(hp, broadcast, inputs, scratch)``  the client's SGD hyper-parameters
+                                    (`round_protocol.ClientHparams`), adjusted (FedEx's c ~ θ)
   ``before_loop(run)``              before the local loop: load its state, reset its slots, pre-evaluate
   ``forward(run, x)``               w^i's forward pass when it needs one of its own (RM), else None
   ``loss(run, x, y, fwd)``          its term of w^i's local objective (`LossTerm`), or None
@@ -30,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_robust.algorithms.client_input import Unpacked
+from tff_robust.algorithms.round_protocol import Broadcast, ClientHparams
 
 
 class StateSpec(NamedTuple):
@@ -90,8 +92,8 @@ class LocalRun(NamedTuple):
 
   model: tf.keras.Model  # w^i
   loss_fn: tf.keras.losses.Loss
-  hp: Mapping[str, tf.Tensor]  # learning_rate, local_steps, batch_size, momentum, ...
-  broadcast: Mapping[str, Any]  # w_t, h_t and the server components' entries
+  hp: ClientHparams  # learning_rate, local_steps, batch_size, prox_mu, ...
+  broadcast: Broadcast  # w_t, h_t and the server components' extras
   inputs: Unpacked
   initial: list  # w_t's trainable weights (w^i before the loop)
   state: Mapping[str, Any]  # the client state received, by component key
@@ -149,7 +151,10 @@ class Component:
     """Its variables (Keras models, slots), made once with w^i's model; None when it has none."""
     return None
 
-  def hparams(self, hp: dict, broadcast, inputs: Unpacked) -> dict:
+  def hparams(self, hp: ClientHparams, broadcast: Broadcast, inputs: Unpacked,
+              scratch: dict) -> ClientHparams:
+    """The client's hyper-parameters as it changes them (``scratch``: what it keeps of this
+    round for its other hooks, as ``run.scratch[key]``)."""
     return hp
 
   def before_loop(self, run: LocalRun) -> None:

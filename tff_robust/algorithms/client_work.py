@@ -28,7 +28,9 @@ from tff_robust.algorithms.client import (ClientOutput, Component, Forward, Loca
                                           StatefulClientOutput, Step, TrainReport, all_finite,
                                           kept_if)
 from tff_robust.algorithms import client as client_lib
+from tff_robust.algorithms import round_protocol
 from tff_robust.algorithms.client_input import ClientInput, Unpacked
+from tff_robust.algorithms.round_protocol import Broadcast, ClientHparams
 from tff_robust.algorithms.config import ClientConfig
 from tff_robust.tasks.base import AccuracyFn
 
@@ -122,7 +124,8 @@ class ClientTrainer:
     return self.input.type
 
   def build(self, broadcast_type) -> tff.Computation:
-    """``(broadcast, client_input) -> ClientOutput`` (`StatefulClientOutput` with client state)."""
+    """``(broadcast, client_input) -> ClientOutput`` (`StatefulClientOutput` with client state);
+    ``broadcast_type`` is the TFF type of the round's `round_protocol.Broadcast`."""
 
     @tff.tensorflow.computation(broadcast_type, self.input_type())
     def client_update(broadcast, client_input):
@@ -132,7 +135,7 @@ class ClientTrainer:
 
   def local_trainer(self) -> Callable[..., Any]:
     """The client's local training outside TFF: ``fn(broadcast, data, val, state, seed)`` returns
-    what a client would send (`ClientOutput`). Models are built once; wrap the call in a
+    what a client would send (`ClientOutput`) for a `round_protocol.Broadcast`. Models are built once; wrap the call in a
     ``tf.function`` to trace it once (used for seed 002's "refine" evaluation)."""
     models = self._models()
 
@@ -147,17 +150,14 @@ class ClientTrainer:
     built = {c.key: c.build(model) for c in self.components}
     return _Models(model, self.spec.loss_fn(), built)
 
-  def _hparams(self, broadcast, inputs: Unpacked) -> dict:
-    """The client's SGD hyper-parameters as tensors: the round's lr and steps and the config's
-    other values, then as each component adjusts them (FedEx's configuration c ~ θ)."""
+  def _hparams(self, broadcast: Broadcast, inputs: Unpacked, scratch: dict) -> ClientHparams:
+    """The client's SGD hyper-parameters: h_t and the configuration's other values, then as each
+    component adjusts them (FedEx's configuration c ~ θ)."""
     cfg = self.config
-    hp = {"learning_rate": broadcast["lr"], "local_steps": broadcast["steps"],
-          "local_epochs": tf.constant(cfg.local_epochs, tf.int32),
-          "batch_size": tf.constant(cfg.batch_size, tf.int32),
-          "momentum": tf.constant(0.0), "weight_decay": tf.constant(0.0),
-          "prox_mu": tf.constant(cfg.wd_mu, tf.float32)}
+    hp = round_protocol.initial_client_hparams(broadcast.hparams, local_epochs=cfg.local_epochs,
+                                               batch_size=cfg.batch_size, prox_mu=cfg.wd_mu)
     for c in self.components:
-      hp = c.hparams(hp, broadcast, inputs)
+      hp = c.hparams(hp, broadcast, inputs, scratch)
     return hp
 
   def _update(self, models: _Models, broadcast, inputs: Unpacked):
@@ -165,23 +165,24 @@ class ClientTrainer:
     held-out evaluation, then the report."""
     cfg = self.config
     model = models.model
-    weights = broadcast["model"]
-    hp = self._hparams(broadcast, inputs)
+    weights = broadcast.model
+    scratch: dict = {}
+    hp = self._hparams(broadcast, inputs, scratch)
 
     @tf.function
     def run(data, val, state):
       evaluation.assign_weights(model, weights.trainable, weights.non_trainable)
       initial = [tf.identity(v) for v in model.trainable_variables]
       local = LocalRun(model, models.loss_fn, hp, broadcast, inputs._replace(data=data, val=val, state=state),
-                       initial, state if state is not None else {}, models.built, {})
+                       initial, state if state is not None else {}, models.built, dict(scratch))
       for c in self.components:
         c.before_loop(local)
       num_examples = evaluation.count_examples(data)  # not a pass over the data when known
-      batch = tf.cast(hp["batch_size"], tf.int64)
+      batch = tf.cast(hp.batch_size, tf.int64)
       if cfg.local_steps > 0:
-        batches = data.repeat().batch(batch).take(tf.cast(hp["local_steps"], tf.int64))
+        batches = data.repeat().batch(batch).take(tf.cast(hp.local_steps, tf.int64))
       else:
-        batches = data.repeat(tf.cast(hp["local_epochs"], tf.int64)).batch(batch)
+        batches = data.repeat(tf.cast(hp.local_epochs, tf.int64)).batch(batch)
       sums = self._train(local, batches)
       zero = tf.constant(0.0)
       val_sums = (zero, zero, zero, zero)
@@ -223,7 +224,7 @@ class ClientTrainer:
       for c, term in zip(comps, terms):
         grads = c.gradients(run, grads, Step(own_tape, term))
       for var, grad in zip(train_vars, grads):
-        var.assign_sub(run.hp["learning_rate"] * grad)
+        var.assign_sub(run.hp.learning_rate * grad)
       return task_loss, fwd.logits, terms
 
     def accumulate(flat: tuple, batch) -> tuple:  # a flat tuple: (the five sums, *parts)
@@ -263,7 +264,7 @@ class ClientTrainer:
         val_correct=kept(val_correct), val_predictions=kept(val_predictions), val_count=kept(val_count),
         nonfinite=1.0 - tf.cast(finite, tf.float32), num_clients=tf.constant(1.0),
         drift_sum=kept(tf.linalg.global_norm(outgoing)),
-        lr_sum=tf.cast(run.hp["learning_rate"], tf.float32), steps_sum=sums.steps)
+        lr_sum=tf.cast(run.hp.learning_rate, tf.float32), steps_sum=sums.steps)
     report = collections.OrderedDict(train=train)
     state = collections.OrderedDict()
     loop_sums = dict(zip(self._summing, sums.parts))

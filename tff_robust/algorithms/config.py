@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
-
-import numpy as np
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional
 
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import attacks
-from tff_robust.algorithms import fedex_space
-from tff_robust.algorithms import hparam_grid
 from tff_robust.algorithms import privacy
 from tff_robust.algorithms import schedules
 from tff_robust.algorithms import server_opt
 from tff_robust.common import options
 from tff_robust.common.options import option, seed_option
 
-# The methods ``--algorithm`` adds by name (`methods.ALGORITHMS` holds their components).
-ALGORITHMS = ("fedavg", "scaffold")
+if TYPE_CHECKING:  # the methods' options; the methods import this module, never the reverse
+  from tff_robust.algorithms.methods.ah.options import AHConfig
+  from tff_robust.algorithms.methods.fedex.space import FedExConfig
+
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
-AH_LOSS_SOURCES = ("server", "clients")
-AH_BASELINES = hparam_grid.BASELINES
 AGGREGATION_NORMS = ("sampled", "all")
 RM_CLIENT_STATES = ("persist", "reset")
 RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
@@ -37,7 +34,6 @@ RM_LAYER_FORMS = ("authors", "reversed")  # = matching.LAYER_FORMS
 _POSITIVE = lambda v: v > 0  # noqa: E731
 _NON_NEGATIVE = lambda v: v >= 0  # noqa: E731
 _AT_LEAST_ONE = lambda v: v >= 1  # noqa: E731
-
 
 @dataclasses.dataclass(frozen=True)
 class ClientConfig:
@@ -102,7 +98,6 @@ class ClientConfig:
     decay_rate = self.lr_decay_rate if self.lr_schedule == "expdecay" else 1.0
     schedules.validate_schedule(self.lr_schedule, decay_rate, self.lr_decay_every)
 
-
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
   """Server optimizer of seed 004 (SERVEROPT applied to the pseudo-gradient -Δ).
@@ -133,73 +128,6 @@ class ServerConfig:
     process (`server.ServerOptimizer`); the checks ran on construction."""
     return server_opt.build_server_optimizer(self.opt, learning_rate=self.lr, momentum=self.momentum,
                                              beta1=self.beta1, beta2=self.beta2, tau=self.tau)
-
-
-@dataclasses.dataclass(frozen=True)
-class AHConfig:
-  """Adaptive hyper-parameters (seed 000 §3.2-3.3); grids and initial mean in real units.
-
-  Both dimensions are normalised in log10 space by default (the default grids
-  are geometric); ``steps_log_scale=False`` normalises the steps linearly.
-  ``min_reward`` (flag ``--ah_reward_clip``) clips r_t from below; None = the seed's unclipped r_t.
-  """
-
-  lr_grid: tuple[float, ...] = option(hparam_grid.DEFAULT_LR_GRID, "ah_lr_grid",
-                                      "Allowed client learning rates (normalised in log10 space).")
-  steps_grid: tuple[int, ...] = option((5, 10, 20, 40, 80), "ah_steps_grid", "Allowed local SGD steps.",
-                                       check=lambda v: all(s >= 1 for s in v), allowed="steps must be ≥ 1")
-  steps_log_scale: bool = option(True, "ah_steps_log_scale", "Normalise the steps grid in log10 space.")
-  window: int = option(5, "ah_window", "Baseline window Z of eq. 7.")
-  hyper_lr: float = option(0.05, "ah_hyper_lr", "Hyper learning rate η_H.")
-  init_lr: Optional[float] = option(None, "ah_init_lr", "Initial mean learning rate (default: grid centre).",
-                                    kind="float")
-  init_steps: Optional[int] = option(None, "ah_init_steps", "Initial mean local steps (default: grid centre).",
-                                     kind="int")
-  init_std: float = option(0.25, "ah_init_std", "Initial std of P(h|ψ) in normalised units.")
-  loss_source: str = option("server", "ah_loss_source",
-                            "Where L_t comes from: a server-held validation set, or the clients' own data.",
-                            choices=AH_LOSS_SOURCES)
-  client_eval_batches: int = option(2, "ah_client_eval_batches", "Batches each client evaluates (loss source clients).",
-                                    check=_AT_LEAST_ONE, allowed="must be ≥ 1")
-  val_examples: int = option(500, "ah_val_examples", "Size of the server validation set (loss source server).",
-                             check=_AT_LEAST_ONE, allowed="must be ≥ 1")
-  baseline: str = option("mean", "ah_baseline", "Baseline of the ψ update: mean (eq. 7), hold (eq. 7, ψ "
-                         "held for the first Z rounds) or detrended (a line fitted through the window).",
-                         check=lambda v: v in AH_BASELINES, allowed="choose one of " + ", ".join(AH_BASELINES))
-  min_reward: Optional[float] = -1.0
-
-  def __post_init__(self):
-    options.validate(self)
-    options.check(self.min_reward is None or -math.inf < self.min_reward < 0, "ah_reward_clip",
-                  self.min_reward, "a finite number < 0, or none (unclipped)")
-    self.policy_config()  # validates grids, window, η_H, init
-
-  def policy_config(self):
-    """The `hparam_grid.PolicyConfig` of this configuration (validates the values)."""
-    init_mu = None
-    if self.init_lr is not None or self.init_steps is not None:
-      lr = self.init_lr if self.init_lr is not None else float(np.sqrt(min(self.lr_grid) * max(self.lr_grid)))
-      steps = self.init_steps if self.init_steps is not None else float(np.sqrt(min(self.steps_grid) * max(self.steps_grid)))
-      init_mu = (float(lr), float(steps))
-    return hparam_grid.PolicyConfig(
-        grids=(tuple(float(v) for v in self.lr_grid), tuple(float(v) for v in self.steps_grid)),
-        log_scale=(True, self.steps_log_scale), names=("lr", "steps"), window=self.window,
-        hyper_lr=self.hyper_lr, init_mu=init_mu, init_std=self.init_std,
-        min_reward=self.min_reward, baseline=self.baseline)
-
-
-@dataclasses.dataclass(frozen=True)
-class FedExConfig:
-  """FedEx (seed 002): k client configurations around ``center`` and θ over them.
-
-  ``space`` is a `fedex_space.SearchSpace`, ``options`` a `fedex_space.FedExOptions`;
-  ``center`` (None: the client configuration, else the space's midpoint).
-  """
-
-  space: Any = None
-  options: Any = None
-  center: Optional[dict] = None
-
 
 @dataclasses.dataclass(frozen=True)
 class RobustConfig:
@@ -240,7 +168,6 @@ class RobustConfig:
     aggregation.validate_aggregator(self.aggregator, self.trim_fraction, self.clip_norm, self.zeroing_norm)
     attacks.validate_attack(self.byzantine_attack, 0.0, self.byzantine_scale, self.byzantine_sigma)
 
-
 @dataclasses.dataclass(frozen=True)
 class ProcessConfig:
   """Everything `process.build_process` needs besides the task."""
@@ -257,24 +184,17 @@ class ProcessConfig:
                                  "all (N over all K clients, seed 000 Algorithm 1 line 13: the step shrinks by ≈ C).",
                                  check=lambda v: v in AGGREGATION_NORMS,
                                  allowed="choose one of " + ", ".join(AGGREGATION_NORMS))
-  ah: Optional[AHConfig] = None
-  fedex: Optional[FedExConfig] = None
+  ah: Optional["AHConfig"] = None  # AH's options (`methods.ah`), None: off
+  fedex: Optional["FedExConfig"] = None  # FedEx's (`methods.fedex`), None: off
   robust: RobustConfig = dataclasses.field(default_factory=RobustConfig)
   seed: int = seed_option()
-  algorithm: str = option("fedavg", "algorithm",
-                          "The method added to generalized FedAvg by name: " + ", ".join(ALGORITHMS) + ".",
-                          choices=ALGORITHMS)
+  algorithm: str = "fedavg"  # the method added by name (flag: `methods.registry.Selection`)
   dp: Optional[privacy.DPConfig] = None  # user-level DP-FedAvg (`privacy`), None: off
 
   def __post_init__(self):
     options.validate(self)
-    if self.ah is not None:
-      options.check(self.client.local_steps > 0, "local_steps", self.client.local_steps,
-                    "--ah tunes the local steps: use --local_steps > 0")
-    if self.fedex is not None:
-      fedex_space.check_space(self.fedex.space, self.client.local_steps, self.ah is not None)
-    from tff_robust.algorithms import methods  # pylint: disable=g-import-not-at-top (methods imports config)
-    methods.check(self)
+    for check in _METHOD_CHECKS:  # the registry's: --algorithm's choices and each method's check
+      check(self)
     if self.dp is not None:
       privacy.check_process(self)
 
@@ -285,3 +205,25 @@ class ProcessConfig:
   @property
   def needs_client_val(self) -> bool:
     return self.weighting == "val_accuracy" or self.fedex is not None
+
+# Checks a `ProcessConfig` runs on construction besides its own fields': `methods.registry`
+# installs its check here when imported (`tff_robust.algorithms` imports it first), so this
+# module needs no import of the methods.
+_METHOD_CHECKS: list[Callable[[ProcessConfig], None]] = []
+
+def __getattr__(name: str):
+  """The methods' options once declared here, where scripts still import them from: `AHConfig`
+  (`methods.ah.options`) and `FedExConfig` (`methods.fedex.space`)."""
+  if name == "AHConfig":
+    from tff_robust.algorithms.methods.ah.options import AHConfig  # pylint: disable=g-import-not-at-top
+    return AHConfig
+  if name == "FedExConfig":
+    from tff_robust.algorithms.methods.fedex.space import FedExConfig  # pylint: disable=g-import-not-at-top
+    return FedExConfig
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def install_check(check: Callable[[ProcessConfig], None]) -> None:
+  """Makes every `ProcessConfig` run ``check`` on construction (idempotent)."""
+  if check not in _METHOD_CHECKS:
+    _METHOD_CHECKS.append(check)

@@ -8,13 +8,16 @@ trains (`client_work`); deltas are aggregated with weights (`aggregation`);
 the server optimizer applies the pseudo-gradient −Δ_t; with AH the loss of
 w_{t+1} gives the reward that updates ψ (eq. 7); with FedEx θ takes its step.
 The parts are client components (`client`) and server components (`server`), chosen and
-ordered by `methods`; this module wires them.
+ordered by `methods.registry`; the server's computations (`server_computations`), the client
+work and the aggregation (``aggregation_norm="all"``: `all_clients_norm`) are built and typed
+apart, and this module wires them, checking their types where they meet.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Optional
+from collections.abc import Callable
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -23,12 +26,14 @@ import tensorflow_federated as tff
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import client_reports as client_reports_lib
 from tff_robust.algorithms import client_work
-from tff_robust.algorithms import evaluation
-from tff_robust.algorithms import methods
 from tff_robust.algorithms import privacy
+from tff_robust.algorithms import all_clients_norm
+from tff_robust.algorithms import server_computations
 from tff_robust.algorithms import server
-from tff_robust.algorithms import stacked_aggregation
+from tff_robust.algorithms import server_state
 from tff_robust.algorithms.config import ProcessConfig
+from tff_robust.algorithms.methods import registry
+from tff_robust.algorithms.methods.method import BuildContext
 from tff_robust.common import seeding
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -73,27 +78,6 @@ class RobustProcess(tff.learning.templates.LearningProcess):
     self.client_input_type = trainer.input_type()
 
 
-fedex_client = methods.fedex_client  # the k FedEx configurations (seed 002)
-
-
-def _server_loss_fn(spec: client_work.ModelSpec, server_val) -> server.LossFn:
-  """L(w) on the server-held validation set (seed 000 §3.3, first scheme), for TF computations."""
-
-  def server_loss(weights) -> tf.Tensor:
-    model, loss_fn = spec.model_fn(), spec.loss_fn()
-
-    @tf.function  # orders the weight assignment before the evaluation
-    def run(trainable, non_trainable):
-      evaluation.assign_weights(model, trainable, non_trainable)
-      data = tf.data.Dataset.from_tensor_slices(server_val).batch(256)
-      loss_sum, _, _, count = evaluation.evaluate(model, data, loss_fn, None)
-      return loss_sum / tf.maximum(count, 1.0)
-
-    return run(list(weights.trainable), list(weights.non_trainable))
-
-  return server_loss
-
-
 def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
                   server_val: Optional[tuple[np.ndarray, np.ndarray]] = None,
                   total_examples: Optional[int] = None,
@@ -106,13 +90,14 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
     next:       (<S@SERVER, {C}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)
 
   A round: h_t from the schedule or the AH policy; w_t, h_t and the server components'
-  entries broadcast; client work (the client components); the aggregator's Δ_t; the server
-  optimizer, then each server component's update.
+  extras broadcast; client work (the client components); the aggregator's Δ_t; the server
+  optimizer, then each server component's update. The parts are built and typed separately
+  (`server_computations`, the trainer, the aggregation) and their types checked where they meet.
 
   Args:
     spec: model builder, loss, accuracy and the element spec of client data.
-    config: client, server, weighting and AH configuration.
-    server_val: server-held validation arrays ``(x, y)`` (AH with ``loss_source=server``).
+    config: client, server, weighting and the methods' configuration.
+    server_val: a server-held validation sample ``(x, y)`` (AH with ``loss_source=server``).
     total_examples: N, the examples of all K clients (``aggregation_norm="all"`` only).
     num_clients: K, the task's clients (for a method that needs it, e.g. SCAFFOLD's |S|/N).
     client_reports: also build ``next_with_client_reports`` (`client_reports`; off: nothing of it
@@ -120,193 +105,155 @@ def build_process(spec: client_work.ModelSpec, config: ProcessConfig, *,
   """
   if config.aggregation_norm == "all" and not (total_examples and total_examples > 0):
     raise ValueError("aggregation_norm='all' (Algorithm 1 line 13) needs total_examples = N > 0")
-  ah = config.ah
-  if ah is not None and ah.loss_source == "server" and server_val is None:
-    raise ValueError("--ah with --ah_loss_source=server needs a server validation set (server_val)")
   w0 = initial_weights(spec.model_fn, config.seed)
-  weights_type = ModelWeights(
-      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
-      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
   trainable_specs = _tensor_specs(w0.trainable)
+  parts = registry.components(BuildContext(spec, config, trainable_specs, num_clients, server_val))
+  trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
+                                      has_val=config.weighting == "val_accuracy")
+  opt = server.ServerOptimizer(config.server, trainable_specs)
+  components = parts.server  # state order: the registry's (ah, fedex, the --algorithm's)
+  before = server_computations.build_before(w0, opt, components, server.hparam_source(components, config.client))
+  client_update = trainer.build(before.broadcast_type)
+  server_computations.check_meet("make_broadcast", before.broadcast_type, "the client update",
+                                 client_update.type_signature.parameter[0])
+  client_out_type = client_update.type_signature.result
+  aggregation = _aggregation(config, trainable_specs, client_out_type, total_examples, client_reports)
+  agg_result_type = aggregation.process.next.type_signature.result
+  update = server_computations.build_update(
+      before, agg_result_type.result.member, client_out_type.report, agg_result_type.measurements.member,
+      opt, components, trainer.components, trainer.has_val)
+  round_fn = _round_fn(before, client_update, aggregation, update)
+  return _learning_process(before, aggregation, round_fn, trainer, opt, components, w0,
+                           client_out_type, client_reports)
 
-  # ---- the parts: client work, aggregator, server components -----------------------
+
+class Aggregation(NamedTuple):
+  """The round's aggregation of the clients' updates: ``process`` over their values, weighted,
+  and ``client_value`` (``(Δ, TrainReport) -> value``; None: the value is Δ itself)."""
+
+  process: tff.templates.AggregationProcess
+  client_value: Optional[tff.Computation]
+
+
+def _aggregation(config: ProcessConfig, trainable_specs: list[tf.TensorSpec], client_out_type: tff.Type,
+                 total_examples: Optional[int], client_reports: bool) -> Aggregation:
+  """The configured aggregator (robust, with DP), wrapped by `all_clients_norm` for
+  ``aggregation_norm="all"``. Without byzantine clients every update is finite when it reaches the
+  aggregator (the client work sends a non-finite one as a zero delta of weight 0), so its
+  non-finite guard is skipped."""
   rob = config.robust
-  # Without byzantine clients every update is finite when it reaches the aggregator (the client
-  # work sends a non-finite one as a zero delta of weight 0), so its non-finite guard is skipped.
-  agg_process = privacy.with_dp(aggregation.build_aggregator, config.dp)(
+  factory = privacy.with_dp(aggregation.build_aggregator, config.dp)(
       rob.aggregator, trim_fraction=rob.trim_fraction, clip_norm=rob.clip_norm,
       zeroing=rob.zeroing, zeroing_norm=rob.zeroing_norm,
       check_nonfinite=rob.byzantine_attack != "none", byzantine_f=rob.byzantine_f or 0,
       multi_krum_select=rob.multi_krum_select, rfa_iterations=rob.rfa_iterations, rfa_nu=rob.rfa_nu,
-      client_shares=client_reports).create(
-      tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs]),
-      tff.TensorType(np.float32))
-  server_loss = (_server_loss_fn(spec, server_val)
-                 if ah is not None and ah.loss_source == "server" else None)
-  parts = methods.components(
-      methods.BuildContext(spec, config, trainable_specs, num_clients, server_loss))
-  trainer = client_work.ClientTrainer(spec, config.client, config.weighting, parts.client,
-                                      has_val=config.weighting == "val_accuracy")
-  opt = server.ServerOptimizer(config.server, trainable_specs)
-  policy = parts.policy
-  hparam_source: server.HparamSource = policy or server.Schedule(config.client)
-  components = parts.server  # state order: ah, fedex, the --algorithm's
+      client_shares=client_reports)
+  delta_type = tff.types.to_type([tff.TensorType(s.dtype.as_numpy_dtype, s.shape) for s in trainable_specs])
+  server_computations.check_meet("the client update", client_out_type.delta, "the aggregator", delta_type)
+  weight_type = server_computations.float32_type()
+  if config.aggregation_norm != "all":
+    return Aggregation(factory.create(delta_type, weight_type), None)
+  wrapped = all_clients_norm.AllClientsNorm(factory, total_examples)
+  return Aggregation(wrapped.create(all_clients_norm.value_type(delta_type), weight_type),
+                     all_clients_norm.client_value(client_out_type.delta, client_out_type.report.train))
 
-  # ---- server-side TF computations -------------------------------------------------
-  @tff.tensorflow.computation
-  def server_init():
-    weights = ModelWeights(trainable=[tf.constant(v) for v in w0.trainable],
-                           non_trainable=[tf.constant(v) for v in w0.non_trainable])
-    state = collections.OrderedDict(model=weights, opt=opt.initial_state(weights),
-                                    round=tf.constant(0, tf.int32))
-    for part in components:
-      state[part.key] = part.initial_state(weights)
-    return state
 
-  state_type = server_init.type_signature.result
+def _round_fn(before: server_computations.Before, client_update: tff.Computation, agg: Aggregation,
+              update: tff.Computation) -> Callable:
+  """The round, on federated values: ``(state, client_inputs) -> (LearningProcessOutput, client
+  outputs, aggregator output)`` (the last two for the client states and reports)."""
 
-  @tff.tensorflow.computation(state_type)
-  def round_hparams(state):
-    return hparam_source.round_hparams(state, state["round"] + 1)
+  def round_(state, client_inputs):
+    core, agg_state = getattr(state, server_state.CORE), getattr(state, server_state.AGG)
+    hparams = tff.federated_map(before.round_hparams, core)
+    broadcast = tff.federated_broadcast(tff.federated_map(before.make_broadcast, (core, hparams)))
+    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
+    values = outputs.delta
+    if agg.client_value is not None:
+      values = tff.federated_map(agg.client_value, (outputs.delta, outputs.report.train))
+    agg_output = agg.process.next(agg_state, values, outputs.weight)
+    reports = tff.federated_sum(outputs.report)
+    updated = tff.federated_map(update, (core, hparams, agg_output.result, reports, agg_output.measurements))
+    new_state = tff.federated_zip(server_state.make(updated[0], agg_output.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
 
-  hparams_type = round_hparams.type_signature.result
+  return round_
 
-  @tff.tensorflow.computation(state_type, hparams_type)
-  def make_broadcast(state, hparams):
-    out = collections.OrderedDict(model=state["model"], lr=hparams.lr, steps=hparams.steps)
-    for part in components:
-      out.update(part.broadcast(state[part.key]))
-    return out
 
-  client_update = trainer.build(make_broadcast.type_signature.result)
-  client_out_type = client_update.type_signature.result
-  agg_result_type = agg_process.next.type_signature.result
-
-  @tff.tensorflow.computation(state_type, hparams_type, agg_result_type.result.member,
-                              client_out_type.report, agg_result_type.measurements.member)
-  def server_update(state, hparams, mean_delta, reports, measurements):
-    """The optimizer's step (skipped when no client update survived), then each component's."""
-    train = reports["train"]  # client.TrainReport, summed
-    excluded = train.nonfinite + tf.cast(measurements["nonfinite_count"], tf.float32)
-    any_update = train.num_clients - excluded > 0
-    trainable = list(state["model"].trainable)
-    opt_state, new_trainable = opt.step(state["opt"], trainable, mean_delta, any_update, state["round"])
-    new_weights = ModelWeights(trainable=new_trainable, non_trainable=list(state["model"].non_trainable))
-    new_state = collections.OrderedDict(model=new_weights, opt=opt_state, round=state["round"] + 1)
-    round_ = server.Round(t=state["round"] + 1, hparams=hparams, reports=reports, new_weights=new_weights)
-    metrics = server.round_metrics(train, hparams, mean_delta)
-    for part in trainer.components:  # the server's view of each client component's report
-      if part.key in reports:
-        metrics.update(part.metrics(reports[part.key], train))
-    for part in components:
-      new_state[part.key], part_metrics = part.update(state[part.key], round_)
-      metrics.update(server.prefixed(part.key, part_metrics))
-    metrics.update(server.prefixed("agg", {k: v for k, v in measurements.items()
-                                           if k != stacked_aggregation.CLIENT_SHARES}))
-    if trainer.has_val:
-      metrics["client_val_accuracy"] = tf.math.divide_no_nan(train.val_correct, train.val_predictions)
-    return new_state, metrics
-
-  if config.aggregation_norm == "all":
-    inv_total = np.float32(1.0 / float(total_examples))
-
-    @tff.tensorflow.computation(client_out_type.delta, client_out_type.report.train)
-    def kept_examples(delta, train):
-      """n_k of a client whose update reaches the aggregate (finite), else 0."""
-      finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(d)) for d in delta]))
-      finite = tf.logical_and(finite, tf.equal(train.nonfinite, 0.0))
-      return tf.where(finite, tf.cast(train.num_examples, tf.float32), tf.constant(0.0))
-
-    @tff.tensorflow.computation(agg_result_type.result.member, np.float32)
-    def scale_to_all(mean_delta, kept):
-      """Algorithm 1 line 13 (seed 000): the weighted mean over S_t times Σ_{S_t} n_k / N."""
-      return [d * kept * inv_total for d in mean_delta]
-
-  # ---- federated computations ------------------------------------------------------
+def _learning_process(before: server_computations.Before, agg: Aggregation, round_fn: Callable,
+                      trainer: client_work.ClientTrainer, opt: server.ServerOptimizer, components,
+                      w0: ModelWeights, client_out_type: tff.Type, client_reports: bool) -> RobustProcess:
+  """The federated computations around ``round_fn`` and the state's accessors."""
   full_state_type = tff.StructWithPythonType(
-      [("core", state_type), ("agg", agg_process.initialize.type_signature.result.member)],
-      collections.OrderedDict)
+      [(server_state.CORE, before.state_type),
+       (server_state.AGG, agg.process.initialize.type_signature.result.member)], collections.OrderedDict)
 
   @tff.federated_computation
   def initialize_fn():
-    core = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(collections.OrderedDict(core=core, agg=agg_process.initialize()))
-
-  def _round(state, client_inputs):
-    core, agg_state = state.core, state.agg
-    hparams = tff.federated_map(round_hparams, core)
-    broadcast = tff.federated_broadcast(tff.federated_map(make_broadcast, (core, hparams)))
-    outputs = tff.federated_map(client_update, (broadcast, client_inputs))
-    agg_output = agg_process.next(agg_state, outputs.delta, outputs.weight)
-    reports = tff.federated_sum(outputs.report)
-    mean_delta = agg_output.result
-    if config.aggregation_norm == "all":  # Σ_{S_t} (n_k / N) Δ_k = (Σ_{S_t} n_k / N) · weighted mean
-      kept = tff.federated_sum(tff.federated_map(kept_examples, (outputs.delta, outputs.report.train)))
-      mean_delta = tff.federated_map(scale_to_all, (mean_delta, kept))
-    updated = tff.federated_map(
-        server_update, (core, hparams, mean_delta, reports, agg_output.measurements))
-    new_state = tff.federated_zip(collections.OrderedDict(core=updated[0], agg=agg_output.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, updated[1]), outputs, agg_output
+    core = tff.federated_eval(before.init, tff.SERVER)
+    return tff.federated_zip(server_state.make(core, agg.process.initialize()))
 
   server_state_type = tff.FederatedType(full_state_type, tff.SERVER)
   clients_type = tff.FederatedType(trainer.input_type(), tff.CLIENTS)
 
   @tff.federated_computation(server_state_type, clients_type)
   def next_fn(state, client_inputs):
-    return _round(state, client_inputs)[0]
+    return round_fn(state, client_inputs)[0]
 
+  server_computations.check_meet("next", next_fn.type_signature.result.state, "next", server_state_type)
   next_with_client_states = None
   if trainer.stateful:
     @tff.federated_computation(server_state_type, clients_type)
     def next_with_client_states(state, client_inputs):
-      output, outputs, _ = _round(state, client_inputs)
+      output, outputs, _ = round_fn(state, client_inputs)
       return output, outputs.state
 
   next_with_client_reports = None
   if client_reports:
     next_with_client_reports = client_reports_lib.build(
-        _round, server_state_type, clients_type, client_out_type, agg_result_type, trainer.stateful)
+        round_fn, server_state_type, clients_type, client_out_type,
+        agg.process.next.type_signature.result, trainer.stateful)
+  weights_type = ModelWeights(
+      trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.trainable],
+      non_trainable=[tff.TensorType(v.dtype, v.shape) for v in w0.non_trainable])
   get_weights, set_weights, after_rejection, get_hparams, set_hparams = _state_accessors(
-      full_state_type, weights_type, opt, policy)
+      full_state_type, weights_type, opt, components)
   return RobustProcess(initialize_fn, next_fn, get_weights, set_weights,
                        next_with_client_states=next_with_client_states, trainer=trainer,
                        after_rejection=after_rejection, get_hparams_fn=get_hparams,
                        set_hparams_fn=set_hparams, next_with_client_reports=next_with_client_reports)
 
 
-def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer,
-                     policy: Optional[server.AdaptiveHparams]) -> tuple:
+def _state_accessors(full_state_type, weights_type, opt: server.ServerOptimizer, components) -> tuple:
   """get/set_model_weights, after_rejection, get/set_hparams (the server optimizer's) of the state."""
-
-  def replace_core(state, **entries):
-    core = collections.OrderedDict(state["core"].items())
-    core.update(entries)
-    return collections.OrderedDict(core=core, agg=state["agg"])
+  core, replace_core = server_state.core, server_state.replace_core
 
   @tff.tensorflow.computation(full_state_type)
   def get_model_weights(state):
-    return state["core"]["model"]
+    return core(state)[server_state.MODEL]
 
   @tff.tensorflow.computation(full_state_type, weights_type)
   def set_model_weights(state, weights):
-    return replace_core(state, model=weights)
+    return replace_core(state, **{server_state.MODEL: weights})
 
   @tff.tensorflow.computation(full_state_type, full_state_type)
   def after_rejection(previous, rejected):
     """The state after a round the divergence guard rejected: ``previous``'s model, optimizer
     and aggregator state, but the round counter of ``rejected`` (the next round draws a new
-    h_t and schedule step) and, with AH, the policy ψ that learnt from the rejected h_t's reward."""
-    entries = {"round": rejected["core"]["round"]}
-    if policy is not None:
-      entries[policy.key] = policy.after_rejection(previous["core"][policy.key], rejected["core"][policy.key])
+    h_t and schedule step) and what each component keeps of the rejected round (its
+    ``after_rejection``: AH's policy ψ learnt from the rejected h_t's reward)."""
+    entries = {server_state.ROUND: core(rejected)[server_state.ROUND]}
+    for part in components:
+      if hasattr(part, "after_rejection"):
+        entries[part.key] = part.after_rejection(core(previous)[part.key], core(rejected)[part.key])
     return replace_core(previous, **entries)
 
   @tff.tensorflow.computation(full_state_type)
   def get_hparams(state):
-    return opt.optimizer.get_hparams(state["core"]["opt"])
+    return opt.optimizer.get_hparams(core(state)[server_state.OPT])
 
   @tff.tensorflow.computation(full_state_type, get_hparams.type_signature.result)
   def set_hparams(state, hparams):
-    return replace_core(state, opt=opt.optimizer.set_hparams(state["core"]["opt"], hparams))
+    return replace_core(state, **{server_state.OPT: opt.optimizer.set_hparams(core(state)[server_state.OPT], hparams)})
 
   return get_model_weights, set_model_weights, after_rejection, get_hparams, set_hparams

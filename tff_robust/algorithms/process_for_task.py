@@ -2,8 +2,8 @@
 
 `build_process_for_task` is what `python -m tff_robust.main` builds (through
 `simulation.loop.build_training_loop`), and what the benchmarks, the studies and the notebook
-build: the task's `ModelSpec`, AH's server-held validation sample when ``--ah_loss_source=server``,
-N for ``--aggregation_norm=all`` and K for a method that needs it, passed to
+build: the task's `ModelSpec`, the server-held validation sample a method asks for (AH's with
+``--ah_loss_source=server``), N for ``--aggregation_norm=all`` and K for a method that needs it, passed to
 `process.build_process`. Call it inside a TFF execution context
 (`tff_robust.runtime.context.tff_runtime`).
 """
@@ -17,6 +17,7 @@ import numpy as np
 from tff_robust.algorithms import evaluation
 from tff_robust.algorithms.client_work import ModelSpec
 from tff_robust.algorithms.config import ProcessConfig
+from tff_robust.algorithms.methods import registry
 from tff_robust.algorithms.process import RobustProcess, build_process
 from tff_robust.tasks.base import Task
 
@@ -26,7 +27,7 @@ class ProcessForTask(NamedTuple):
 
   process: RobustProcess
   spec: ModelSpec
-  server_val: Optional[tuple[np.ndarray, ...]]  # AH's server-held sample, when it has one
+  server_val: Optional[tuple[np.ndarray, ...]]  # the server-held sample, when a method needs one
 
 
 def model_spec(task: Task) -> ModelSpec:
@@ -54,14 +55,15 @@ def build_process_for_task(task: Task, config: ProcessConfig, *, client_val_ever
     config: the process' configuration (client, server, methods, robustness).
     client_val_every: the driver's ``--client_val_every`` (N leaves out each client's
       validation examples when the config holds them out).
-    server_val: AH's server-held ``(x, y)``; by default, with ``--ah_loss_source=server``,
-      `evaluation.server_sample` of the task's validation set (else of its clients).
+    server_val: a server-held ``(x, y)``; by default, when a method needs one
+      (`registry.server_val_examples`), `evaluation.server_sample` of the task's validation set
+      (else of its clients).
     client_reports: also build the round with its clients' reports (``--client_metrics``).
   """
   spec = model_spec(task)
-  if server_val is None and config.ah is not None and config.ah.loss_source == "server":
-    server_val = evaluation.server_sample(task.train, task.validation, config.ah.val_examples,
-                                          config.seed)
+  examples = registry.server_val_examples(config)
+  if server_val is None and examples > 0:
+    server_val = evaluation.server_sample(task.train, task.validation, examples, config.seed)
   total = None
   if config.aggregation_norm == "all":  # N of Algorithm 1 line 13
     total = total_train_examples(task.train, client_val_every if config.needs_client_val else 0)

@@ -1,5 +1,6 @@
 """Client-loss regularizers of seed 000 §4: entropy (eq. 8) and weight divergence (FedProx), as
-functions and as the client components that add them to the local objective."""
+functions; the client components that add them to the local objective are the methods ER
+(`methods.er`) and WD (`methods.wd`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Union
 
 import tensorflow as tf
 
-from tff_robust.algorithms.client import Component, Forward, LocalRun, LossTerm, Step
 
 Scalar = Union[float, tf.Tensor]
 
@@ -53,31 +53,3 @@ def weight_divergence(trainable_weights: Sequence[tf.Tensor],
     diff = tf.cast(w, tf.float32) - tf.stop_gradient(tf.cast(w0, tf.float32))
     total += tf.reduce_sum(tf.square(diff))
   return total
-
-
-class EntropyTerm(Component):
-  """ER as a client component: + max(0, H_min − H(softmax(a_M))) on every batch (eq. 8)."""
-
-  key = "er"
-
-  def __init__(self, h_min: float):
-    self.h_min = h_min
-
-  def loss(self, run: LocalRun, x, y, fwd: Forward) -> LossTerm:
-    return LossTerm(entropy_regularizer(fwd.logits, self.h_min))
-
-
-class ProximalTerm(Component):
-  """The proximal term as a client component: + μ ‖w^i − w_t‖² (μ: ``--wd_mu``, or FedEx's draw).
-
-  It enters as its gradient, 2μ (w^i − w_t), added to the gradient of the rest of the objective:
-  the same step as differentiating `weight_divergence` inside the tape, without the term's
-  forward pass and its backward through the square and the sum (element-wise passes over every
-  weight at each step, memory-bound: docs/performance.md, Table 4)."""
-
-  key = "prox"
-
-  def gradients(self, run: LocalRun, grads: list, step: Step) -> list:
-    mu2 = 2.0 * tf.cast(run.hp["prox_mu"], tf.float32)
-    return [g + tf.cast(mu2, g.dtype) * (w - tf.cast(w0, g.dtype))
-            for g, w, w0 in zip(grads, run.model.trainable_variables, run.initial)]

@@ -90,30 +90,6 @@ def _fmt(v: float) -> str:
   return f"{v:.4g}"
 
 
-def describe_method(process: ProcessSettings) -> str:
-  """One line for a `config.ProcessConfig`: server optimizer, RM/ER/WD, AH, FedEx, weighting."""
-  s, c = process.server, process.client
-  parts = [process.algorithm.upper()] if process.algorithm != "fedavg" else []  # e.g. SCAFFOLD
-  parts += [f"server {s.opt} (lr {_fmt(s.lr)}"
-           + (f", momentum {_fmt(s.momentum)}" if s.opt == "sgdm" else "")
-           + (f", decay {_fmt(s.lr_decay)}/round" if s.lr_decay != 1.0 else "") + ")"]
-  if c.rm_weight > 0:
-    parts.append(f"RM weight {_fmt(c.rm_weight)} (θ {c.rm_client_state})")
-  if c.er_h_min > 0:
-    parts.append(f"ER H_min {_fmt(c.er_h_min)}")
-  if c.wd_mu > 0:
-    parts.append(f"WD μ {_fmt(c.wd_mu)}")
-  if process.ah is not None:
-    parts.append(f"AH (loss from {process.ah.loss_source})")
-  if process.fedex is not None:
-    parts.append(f"FedEx (k {process.fedex.options.k})")
-  if not (c.rm_weight > 0 or process.ah is not None or process.fedex is not None):
-    parts.append("no RM, AH or FedEx")
-  if process.weighting != "num_examples":
-    parts.append(f"weights {process.weighting}")
-  return ", ".join(parts)
-
-
 def describe_robustness(process: ProcessSettings, loop: LoopSettings) -> str:
   """One line: the aggregator and the fault model (dropout, byzantine attack, guard)."""
   r = process.robust
@@ -153,11 +129,12 @@ def describe_training(process: ProcessSettings, loop: LoopSettings) -> str:
 
 
 def header(*, task: str, task_info: str, num_clients: int, per_round: int, process: ProcessSettings,
-           loop: LoopSettings, workers: Sequence[str] = (), notes: Sequence[str] = ()) -> list[str]:
-  """The lines printed before training (``process``: `ProcessConfig`, ``loop``: `LoopConfig`)."""
+           loop: LoopSettings, method: str, workers: Sequence[str] = (), notes: Sequence[str] = ()) -> list[str]:
+  """The lines printed before training (``process``: `ProcessConfig`, ``loop``: `LoopConfig`,
+  ``method``: the methods' line, `algorithms.methods.registry.describe`)."""
   lines = [f"task     {task}: {task_info}".rstrip(": "),
            f"clients  {num_clients} in all, {per_round} per round; {describe_training(process, loop)}",
-           f"method   {describe_method(process)}",
+           f"method   {method}",
            f"robust   {describe_robustness(process, loop)}",
            f"output   {loop.output_dir}"]
   if workers:
@@ -312,9 +289,11 @@ def read_metric(output_dir: str, column: str, up_to_round: Optional[int] = None)
 
 
 def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wall_seconds: float,
-            rounds_this_session: int, has_ah: bool = False, python: Optional[str] = None) -> list[str]:
+            rounds_this_session: int, plots: Sequence[tuple[str, str]] = (),
+            python: Optional[str] = None) -> list[str]:
   """The lines printed after training: final and best test metrics, wall time, outputs, plot
-  (``python``: how to start Python, default `python_command`)."""
+  (``plots``: ``(label, file name)`` of the run's further plots, a method's own;
+  ``python``: how to start Python, default `python_command`)."""
   python = python or python_command()
   lines = []
   acc = final.get("test_accuracy")
@@ -343,8 +322,8 @@ def summary(*, output_dir: str, final: Mapping[str, float], last_round: int, wal
   run = shlex.quote(f"run={output_dir}")
   lines.append(f"plot     {python} -m tff_robust.plot {shlex.quote(j('curves.png'))} {run} "
                "--metrics=train_loss,test_accuracy")
-  if has_ah:
-    lines.append(f"plot AH  {python} -m tff_robust.plot {shlex.quote(j('ah.png'))} {run}")
+  for label, name in plots:
+    lines.append(f"plot {label}  {python} -m tff_robust.plot {shlex.quote(j(name))} {run}")
   if os.path.exists(j("clients.csv")):  # --client_metrics
     lines.insert(lines.index(f"final    {j('final_metrics.json')}"),
                  f"clients  {j('clients.csv')} (one row per round per client)")

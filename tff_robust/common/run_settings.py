@@ -5,14 +5,7 @@ project)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
-
-
-class ServerSettings(Protocol):
-  opt: str
-  lr: float
-  momentum: float
-  lr_decay: float
+from typing import Optional, Protocol
 
 
 class ClientSettings(Protocol):
@@ -21,10 +14,6 @@ class ClientSettings(Protocol):
   local_steps: int
   local_epochs: int
   batch_size: int
-  rm_weight: float
-  rm_client_state: str
-  er_h_min: float
-  wd_mu: float
 
 
 class RobustSettings(Protocol):
@@ -38,24 +27,11 @@ class RobustSettings(Protocol):
   rfa_iterations: int
 
 
-class AHSettings(Protocol):
-  loss_source: str
-
-
-class FedExSettings(Protocol):
-  options: Any  # a `fedex_space.FedExOptions` (its ``k``)
-
-
 class ProcessSettings(Protocol):
-  """A `ProcessConfig` as the header reads it (``ah.loss_source``, ``fedex.options.k`` when set)."""
+  """A `ProcessConfig` as the header reads it (the methods' line comes ready-made)."""
 
-  algorithm: str
-  server: ServerSettings
   client: ClientSettings
   robust: RobustSettings
-  weighting: str
-  ah: Optional[AHSettings]
-  fedex: Optional[FedExSettings]
 
 
 class LoopSettings(Protocol):

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.algorithms import fedex as fedex_lib
+from tff_robust.algorithms.methods.fedex import update as fedex_lib
 from tff_robust.algorithms.client_input import ClientInput
 from tff_robust.common import seeding
 from tff_robust.simulation import client_states

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Optional
 
 from tff_robust.algorithms import server_opt
-from tff_robust.algorithms.config import FedExConfig, ProcessConfig
+from tff_robust.algorithms.config import ProcessConfig
+from tff_robust.algorithms.methods.fedex import FedExConfig, FedExServer
 from tff_robust.common import console, interrupts
 from tff_robust.simulation.loop import LoopConfig, StoppedError, TrainingLoop, build_training_loop
 from tff_robust.tasks.base import Task
@@ -149,9 +150,7 @@ class FederatedArmRunner:
     training = self._run(arm, rounds)
     out = {f"global_{k}": v for k, v in self._pooled(training, "test").items() if k != "examples"}
     trainer = training.process.trainer
-    theta = None
-    if trainer.component("fedex") is not None:
-      theta = training.state["core"]["fedex"]["theta"]
+    theta = FedExServer.theta(training.state)  # None without FedEx
     refiner = federated_eval.Refiner(trainer)
     ccfg = self.config_of(arm).client
     weights = training.process.get_model_weights(training.state)

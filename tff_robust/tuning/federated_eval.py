@@ -15,7 +15,6 @@ loss l(w; x, y):
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Sequence
 from typing import Optional
@@ -26,7 +25,9 @@ import tensorflow_federated as tff
 
 from tff_robust.algorithms import client_work
 from tff_robust.algorithms import evaluation
-from tff_robust.algorithms import fedex as fedex_lib
+from tff_robust.algorithms.methods.fedex import update as fedex_lib
+from tff_robust.algorithms import round_protocol
+from tff_robust.algorithms.methods.fedex import FedExSampling, FedExServer
 from tff_robust.simulation.client_data import split_validation
 
 REFINE_CONFIGS = ("most_likely", "sample")
@@ -124,7 +125,7 @@ class Refiner:
     @tf.function
     def refine(broadcast, data, val, state, seed, test):
       out = local(broadcast, data, val, state, seed)
-      weights = broadcast["model"]
+      weights = broadcast.model
       tuned = [w + d for w, d in zip(weights.trainable, out.delta)]
       evaluation.assign_weights(model, tuned, weights.non_trainable)
       return evaluation.evaluate(model, test.batch(batch_size), loss, spec.accuracy_fn)
@@ -135,13 +136,15 @@ class Refiner:
                client_ids: Sequence[str], *, fedex_theta: Optional[np.ndarray] = None,
                how: str = "most_likely", seed: int = 0) -> dict[str, float]:
     """Pooled test metrics after every client in ``client_ids`` fine-tuned ``weights``."""
-    broadcast = collections.OrderedDict(
-        model=ModelWeights(trainable=list(weights.trainable), non_trainable=list(weights.non_trainable)),
-        lr=np.float32(lr), steps=np.int32(steps))
-    if self._trainer.component("fedex") is not None:
+    model = ModelWeights(trainable=list(weights.trainable), non_trainable=list(weights.non_trainable))
+    hparams = round_protocol.RoundHparams(lr=np.float32(lr), steps=np.int32(steps))
+    parts, entries = [], {}
+    if self._trainer.component(FedExSampling.key) is not None:
       if fedex_theta is None:
         raise ValueError("a FedEx run's refine evaluation needs its θ")
-      broadcast["fedex_theta"] = refine_theta(fedex_theta, how)
+      parts.append(FedExServer)  # what the round would broadcast, with θ as refine draws from it
+      entries[FedExServer.key] = FedExServer.entry_of(refine_theta(fedex_theta, how))
+    broadcast = round_protocol.make_broadcast(model, hparams, parts, entries)
     sums = []
     for index, cid in enumerate(client_ids):
       data, val = splits.train(cid), splits.val(cid)

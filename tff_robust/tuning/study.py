@@ -38,13 +38,15 @@ from typing import Optional, Protocol
 import numpy as np
 import optuna
 
-from tff_robust.algorithms import fedex_space, search_space
+from tff_robust.algorithms import search_space
+from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.common import console, hard_stop, markdown
 from tff_robust.tuning import sha
 
 logger = logging.getLogger("tff_robust")
 
 METHODS = ("rs", "sha", "rs_fedex", "sha_fedex")
+FEDEX = "fedex"  # the method the ``*_fedex`` arms run (its name in `algorithms.methods.registry`)
 LABELS = {"rs": "RS", "sha": "SHA", "rs_fedex": "RS+FedEx", "sha_fedex": "SHA+FedEx"}
 GLOBAL_HPARAMS = ("server_lr", "server_momentum", "server_lr_decay")
 # name -> (lowest, lowest allowed?, highest, highest allowed?, description for messages)

@@ -25,7 +25,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tff_robust import tasks  # noqa: E402
-from tff_robust.algorithms import evaluation, matching_client  # noqa: E402
+from tff_robust.algorithms import evaluation  # noqa: E402
+from tff_robust.algorithms.methods.rm import matching_client  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402

@@ -45,15 +45,14 @@ import numpy as np
 import tensorflow as tf
 
 from tff_robust.algorithms.client import Component, LocalResult, LocalRun, StateSpec, Step, all_finite
+from tff_robust.algorithms.methods.method import BuildContext, Built, Description, Method
 from tff_robust.common import options
 
 if TYPE_CHECKING:
   from tff_robust.algorithms.config import ProcessConfig
-  from tff_robust.algorithms.methods import BuildContext
   from tff_robust.algorithms.server import Round
 
 KEY = "scaffold"
-BROADCAST = "scaffold_c"  # c, in the broadcast
 
 
 class ScaffoldReport(NamedTuple):
@@ -70,15 +69,15 @@ class ScaffoldClient(Component):
     self.state = StateSpec(specs, lambda: [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in specs])
 
   def gradients(self, run: LocalRun, grads: list, step: Step) -> list:
-    c_i, c = run.state[self.key], run.broadcast[BROADCAST]
+    c_i, c = run.state[self.key], run.broadcast.extras[self.key]
     return [g - a + b for g, a, b in zip(grads, c_i, c)]
 
   def after_loop(self, run: LocalRun, result: LocalResult) -> tuple[list, ScaffoldReport]:
     """c_i⁺ = c_i − c + (x − y_i)/(K η_l) = c_i − c − Δy_i/(K η_l); kept only for a finite round
     that took a step."""
-    c_i, c = run.state[self.key], run.broadcast[BROADCAST]
+    c_i, c = run.state[self.key], run.broadcast.extras[self.key]
     steps = result.train.steps_sum
-    k_lr = steps * tf.cast(run.hp["learning_rate"], tf.float32)
+    k_lr = steps * tf.cast(run.hp.learning_rate, tf.float32)
     new = [a - b - d / tf.maximum(k_lr, 1e-30) for a, b, d in zip(c_i, c, result.delta)]
     keep = tf.logical_and(tf.logical_and(result.finite, steps > 0), all_finite(new))
     new = [tf.where(keep, n, a) for n, a in zip(new, c_i)]
@@ -97,8 +96,9 @@ class ScaffoldServer:
   def initial_state(self, weights) -> list:
     return [tf.zeros(s.shape, s.dtype) for s in self.specs]
 
-  def broadcast(self, entry) -> dict:
-    return {BROADCAST: entry}
+  def broadcast(self, entry) -> list:
+    """c, which every client's correction uses."""
+    return entry
 
   def update(self, entry, round_: "Round") -> tuple[list, collections.OrderedDict]:
     delta_c = round_.reports[self.key].delta_c  # Σ_{i∈S} Δc_i
@@ -113,9 +113,14 @@ def check(config: "ProcessConfig") -> None:
                 "--algorithm=fedavg for RM)")
 
 
-def build(ctx: "BuildContext") -> tuple[list, list]:
+def build(ctx: BuildContext) -> Built:
   """The client and server components of ``--algorithm=scaffold``."""
   if not ctx.num_clients or ctx.num_clients < 1:
     raise ValueError("--algorithm=scaffold needs N, the task's number of clients "
                      "(build_process(num_clients=...))")
-  return [ScaffoldClient(ctx.trainable_specs)], [ScaffoldServer(ctx.trainable_specs, ctx.num_clients)]
+  return Built(client=[ScaffoldClient(ctx.trainable_specs)],
+               server=[ScaffoldServer(ctx.trainable_specs, ctx.num_clients)])
+
+
+METHOD = Method(KEY, runs=lambda config: config.algorithm == KEY, build=build, check=check,
+                describe=lambda config: Description(console="SCAFFOLD"), by_name=True)

@@ -1,9 +1,9 @@
 """FedEx's build-time parts (seed 002), numpy only: the space of client hyper-parameters it
 tunes (`SearchSpace`, flags ``--fedex_<name>``), the k candidate configurations drawn around a
 center (`sample_configs`), a uniformly random center for random search (`random_center`), and
-FedEx's options (`FedExOptions`, flags ``--fedex_*``) and what a client needs of them
-(`FedExClient`). The per-round exponentiated-gradient step
-that chooses among the configurations is `fedex.py`.
+FedEx's options (`FedExOptions`, flags ``--fedex_*``), what a client needs of them
+(`FedExClient`) and the method's configuration (`FedExConfig`). The per-round
+exponentiated-gradient step that chooses among the configurations is `update.py`.
 """
 
 from __future__ import annotations
@@ -353,3 +353,17 @@ def check_space(space: Optional[SearchSpace], local_steps: int, ah: bool) -> Non
     raise ValueError("FedEx tunes local_steps but --local_steps=0 (epochs): tune local_epochs instead")
   if "dropout" in names:
     raise ValueError("--fedex_dropout is not supported: dropout rates are fixed in the Keras model")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedExConfig:
+  """FedEx (seed 002), ``--fedex``: k client configurations around ``center`` and θ over them.
+
+  ``space``: the hyper-parameters it tunes (None: `SearchSpace()`'s defaults); ``options``:
+  its flags ``--fedex_*`` (None: the defaults with the run's seed); ``center`` (None: the client
+  configuration, else the space's midpoint).
+  """
+
+  space: Optional[SearchSpace] = None
+  options: Optional[FedExOptions] = None
+  center: Optional[dict] = None

@@ -25,7 +25,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_robust.algorithms import evaluation
-from tff_robust.algorithms import matching
+from tff_robust.algorithms.methods.rm import matching
 from tff_robust.algorithms.client import (Component, Forward, LocalResult, LocalRun, LossTerm, StateSpec,
                                           Step, TrainReport, all_finite)
 from tff_robust.algorithms.config import ClientConfig
@@ -102,12 +102,12 @@ class RepresentationMatching(Component):
   def before_loop(self, run: LocalRun) -> None:
     """The frozen copy ← w_t; θ^i ← the client's (persist) or the fresh one; θ's Adam afresh."""
     built = run.built[self.key]
-    weights = run.broadcast["model"]
+    weights = run.broadcast.model
     evaluation.assign_weights(built.frozen, weights.trainable, weights.non_trainable)
     theta = run.state[self.key] if self.persist else built.theta0
     for var, value in zip(built.matcher.theta, theta):
       var.assign(value)
-    opt = self._optimizer(built.matcher, run.hp["learning_rate"])
+    opt = self._optimizer(built.matcher, run.hp.learning_rate)
     for slot, value in zip(built.slots, tf.nest.flatten(opt.initial)):
       slot.assign(tf.cast(value, tf.float32))
     run.scratch[self.key] = opt

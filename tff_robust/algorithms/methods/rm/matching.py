@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms import matching_layers
+from tff_robust.algorithms.methods.rm import matching_layers
 
 _L = tf.keras.layers
 

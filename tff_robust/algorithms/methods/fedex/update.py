@@ -56,7 +56,8 @@ import numpy as np
 import tensorflow as tf
 
 from tff_robust.algorithms.client import Component, LocalResult, LocalRun, Needs, Step
-from tff_robust.algorithms.fedex_space import FedExClient, FedExOptions, validate_schedule
+from tff_robust.algorithms.methods.fedex.space import FedExClient, FedExOptions, validate_schedule
+from tff_robust.algorithms.round_protocol import Broadcast, ClientHparams
 
 def initial_theta(k: int, num_rows: Optional[int] = None) -> np.ndarray:
   """theta_1 = 1_k / k (seed 002); ``num_rows`` = H gives the product space's [H, k]."""
@@ -292,14 +293,14 @@ class FedExSampling(Component):
       return []
     return [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in model.trainable_variables]
 
-  def hparams(self, hp: dict, broadcast, inputs) -> dict:
+  def hparams(self, hp: ClientHparams, broadcast: Broadcast, inputs, scratch: dict) -> ClientHparams:
+    """c ~ θ_t (its index kept in ``scratch`` for the report) replaces the hyper-parameters it tunes."""
     fx = self.fedex
-    index = effective_index(broadcast["fedex_theta"], fx.options.entropy_cutoff, inputs.seed)
+    index = effective_index(broadcast.extras[self.key], fx.options.entropy_cutoff, inputs.seed)
     names = fx.space.names if fx.options.product_space else None
-    hp = dict(hp, fedex_index=index)
-    for name, value in gather_config(fx.configs, index, names).items():
-      hp[name] = tf.cast(value, hp[name].dtype)
-    return hp
+    scratch[self.key] = index
+    values = gather_config(fx.configs, index, names)
+    return hp._replace(**{name: tf.cast(v, getattr(hp, name).dtype) for name, v in values.items()})
 
   def before_loop(self, run: LocalRun) -> None:
     for m in run.built[self.key]:
@@ -308,9 +309,9 @@ class FedExSampling(Component):
   def gradients(self, run: LocalRun, grads: list, step: Step) -> list:
     hp = run.hp
     if self.fedex.tunes("weight_decay"):
-      grads = [g + hp["weight_decay"] * v for g, v in zip(grads, run.model.trainable_variables)]
+      grads = [g + hp.weight_decay * v for g, v in zip(grads, run.model.trainable_variables)]
     if self.fedex.tunes("momentum"):  # heavy-ball SGD: v <- μ v + g ; w <- w - η v
-      grads = [m.assign(hp["momentum"] * m + g) for m, g in zip(run.built[self.key], grads)]
+      grads = [m.assign(hp.momentum * m + g) for m, g in zip(run.built[self.key], grads)]
     return grads
 
   def after_loop(self, run: LocalRun, result: LocalResult) -> tuple[None, FedExReport]:
@@ -320,4 +321,4 @@ class FedExSampling(Component):
       mean_val = result.kept(1.0 - tf.math.divide_no_nan(t.val_correct, t.val_predictions))
     else:
       mean_val = result.kept(tf.math.divide_no_nan(t.val_loss_sum, t.val_count))
-    return None, FedExReport(*client_sums(run.hp["fedex_index"], mean_val, t.val_count, self.fedex.k))
+    return None, FedExReport(*client_sums(run.scratch[self.key], mean_val, t.val_count, self.fedex.k))

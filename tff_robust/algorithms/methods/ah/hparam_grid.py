@@ -46,7 +46,7 @@ class PolicyConfig:
       positive for log-scale dimensions). Default: client learning rate and
       number of local SGD steps.
     log_scale: per dimension, normalise log10 of the values. Default: both (the
-      default grids are geometric), as `config.AHConfig`.
+      default grids are geometric), as `options.AHConfig`.
     names: per dimension, a short name used in metric keys and in error
       messages as ``--ah_<name>_grid``. Default ``("lr", "steps")`` for D = 2,
       ``("h0", "h1", ...)`` otherwise.

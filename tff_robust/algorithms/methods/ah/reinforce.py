@@ -64,7 +64,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_robust.algorithms.hparam_grid import (Bounds, PolicyConfig, grid_values, normalize,
+from tff_robust.algorithms.methods.ah.hparam_grid import (Bounds, PolicyConfig, grid_values, normalize,
                                                  normalized_grid, shift_scale)
 
 class PolicyState(NamedTuple):
