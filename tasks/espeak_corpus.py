@@ -377,11 +377,6 @@ def build_corpus(
                     len(written), manifest)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  """The command line (`espeak_corpus_cli.main`)."""
+if __name__ == "__main__":  # the command line lives in espeak_corpus_cli (which imports this module)
   from tff_robust.tasks import espeak_corpus_cli  # pylint: disable=g-import-not-at-top
-  return espeak_corpus_cli.main(argv)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(espeak_corpus_cli.main())

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tff_robust import tasks
-from tff_robust.tasks import TaskOptions, espeak_corpus, speech_commands
+from tff_robust.tasks import TaskOptions, espeak_corpus, espeak_corpus_cli, speech_commands
 
 needs_espeak = pytest.mark.skipif(espeak_corpus.espeak_binary() is None,
                                   reason="espeak-ng is not installed (apt-get install -y espeak-ng)")
@@ -72,7 +72,7 @@ def test_cli_defaults_are_the_scale(monkeypatch, capsys):
 
   monkeypatch.setattr(espeak_corpus, "build_corpus", fake)
   with pytest.raises(SystemExit):
-    espeak_corpus.main(["/nowhere"])
+    espeak_corpus_cli.main(["/nowhere"])
   scale = espeak_corpus.SPEECH_COMMANDS_SCALE
   assert (seen["num_speakers"], seen["repeats"], seen["test_fraction"],
           seen["validation_fraction"]) == (scale.num_speakers, scale.repeats, scale.test_fraction,

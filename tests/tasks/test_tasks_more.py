@@ -17,7 +17,7 @@ from tensorflow_federated.python.simulation.models import resnet_models
 
 from tff_robust import tasks
 from tff_robust.tasks import DataMissingError, TaskOptions
-from tff_robust.tasks import cifar10, cifar100, espeak_corpus, shakespeare, speech_commands
+from tff_robust.tasks import cifar10, cifar100, espeak_corpus, espeak_corpus_cli, shakespeare, speech_commands
 from tff_robust.tasks import stackoverflow, stackoverflow_lr, stackoverflow_nwp
 
 from helpers import data_makers
@@ -515,7 +515,7 @@ def test_kws_cnn_learns_espeak_keywords_for_unseen_speakers(kws_data):
 @needs_espeak
 def test_espeak_cli_writes_corpus_and_lists(tmp_path, capsys):
   out = str(tmp_path / "cli")
-  assert espeak_corpus.main([out, "--speakers", "4", "--repeats", "1", "--test_fraction", "0.25",
+  assert espeak_corpus_cli.main([out, "--speakers", "4", "--repeats", "1", "--test_fraction", "0.25",
                              "--validation_fraction", "0.25"]) == 0
   printed = capsys.readouterr().out
   assert "wrote 40 clips" in printed and "2 train, 1 validation, 1 test speakers" in printed

@@ -44,7 +44,8 @@ Layers, outermost first:
      on the stacked updates (`stacked_aggregation`), each with its assumption on the byzantine
      clients f it tolerates (``byzantine_f``). Measurement ``included_count``.
 
-``median`` and ``trimmed_mean`` gather every participating delta at the server (memory
+``median``, ``trimmed_mean`` and the rules of `robust_statistics` are `stacked_aggregation`'s
+factory: they gather every participating delta at the server (memory
 O(clients × model)) with one ``tff.federated_aggregate`` whose accumulator is the
 stack of deltas (unknown leading dimension) and whose merge concatenates, so they
 split across workers with TFF's mergeable execution context. Clients zeroed in
@@ -67,6 +68,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.common_libs import structure
 
 from tff_robust.algorithms import robust_statistics
+from tff_robust.algorithms import stacked_aggregation
 
 AGGREGATORS = ("mean", "median", "trimmed_mean", "norm_clip") + robust_statistics.RULES
 
@@ -110,23 +112,17 @@ def build_aggregator(kind: str = "mean", *, trim_fraction: float = 0.2,
     check_nonfinite: build the non-finite guard; False only for values finite by construction.
     byzantine_f, multi_krum_select, rfa_iterations, rfa_nu: f of the Krum family, Multi-Krum's
       q (0: m − f), RFA's Weiszfeld steps and ν (`robust_statistics`).
-    client_shares: the stacked rules (and median, trimmed mean) also measure ``client_shares``
+    client_shares: the stacked rules (median, trimmed mean and the Krum family) also measure ``client_shares``
       (`stacked_aggregation`); no effect on the mean and clipping, whose shares are w_i / Σ w.
   """
   validate_aggregator(kind, trim_fraction, clip_norm, zeroing_norm)
-  if kind in robust_statistics.RULES or (client_shares and kind in ("median", "trimmed_mean")):
-    from tff_robust.algorithms import stacked_aggregation  # pylint: disable=g-import-not-at-top (imports this module)
+  if kind in robust_statistics.RULES or kind in ("median", "trimmed_mean"):
     inner = stacked_aggregation.StackedFactory(
         stacked_aggregation.rule(kind, byzantine_f=byzantine_f, multi_krum_select=multi_krum_select,
                                  rfa_iterations=rfa_iterations, rfa_nu=rfa_nu,
                                  trim_fraction=trim_fraction), report_shares=client_shares)
   elif kind == "mean":
     inner = tff.aggregators.MeanFactory(no_nan_division=True)
-  elif kind == "median":
-    inner = CoordinateWiseFactory(coordinate_median)
-  elif kind == "trimmed_mean":
-    beta = float(trim_fraction)
-    inner = CoordinateWiseFactory(lambda s: coordinate_trimmed_mean(s, beta))
   else:
     norm = (float(clip_norm) if clip_norm is not None else
             tff.aggregators.PrivateQuantileEstimationProcess.no_noise(**_ADAPTIVE_CLIPPING))
@@ -137,101 +133,6 @@ def build_aggregator(kind: str = "mean", *, trim_fraction: float = 0.2,
             tff.aggregators.PrivateQuantileEstimationProcess.no_noise(**_ADAPTIVE_ZEROING))
     inner = tff.aggregators.zeroing_factory(norm, inner)
   return GuardedFactory(inner, exclude_nonfinite=zeroing, check=check_nonfinite)
-
-
-# ---- coordinate-wise statistics (TF, on a stack [m, ...] of m client values) ----------
-
-def coordinate_median(stacked: tf.Tensor) -> tf.Tensor:
-  """Coordinate-wise median over axis 0 (mean of the two middle values when m is even)."""
-  m = tf.shape(stacked)[0]
-  ordered = tf.sort(stacked, axis=0)
-  lo, hi = (m - 1) // 2, m // 2
-  return 0.5 * (tf.gather(ordered, lo) + tf.gather(ordered, hi))
-
-
-def coordinate_trimmed_mean(stacked: tf.Tensor, beta: float) -> tf.Tensor:
-  """Coordinate-wise mean after dropping the ⌊βm⌋ smallest and ⌊βm⌋ largest values."""
-  m = tf.shape(stacked)[0]
-  k = tf.cast(tf.floor(beta * tf.cast(m, tf.float64)), tf.int32)
-  ordered = tf.sort(stacked, axis=0)
-  return tf.reduce_mean(ordered[k:m - k], axis=0)
-
-
-def leaf_specs(value_type) -> list[tf.TensorSpec]:
-  return tf.nest.flatten(tff.types.type_to_tf_tensor_specs(value_type))
-
-
-def pack(value_type, leaves):
-  return tf.nest.pack_sequence_as(tff.types.type_to_tf_tensor_specs(value_type), leaves)
-
-
-def check_types(value_type, weight_type):
-  value_type = tff.types.to_type(value_type)
-  weight_type = tff.types.to_type(weight_type)
-  if not tff.types.is_structure_of_floats(value_type):
-    raise TypeError(f"Client values must be floating-point tensors, got {value_type}.")
-  if not (isinstance(weight_type, tff.TensorType) and np.issubdtype(weight_type.dtype, np.floating)
-          and not weight_type.shape):
-    raise TypeError(f"Client weights must be a float scalar, got {weight_type}.")
-  return value_type, weight_type
-
-
-class CoordinateWiseFactory(tff.aggregators.WeightedAggregationFactory):
-  """Coordinate-wise statistic (median, trimmed mean) of the clients with weight > 0.
-
-  ``reduce_fn`` maps a stack ``[m, *shape]`` (m ≥ 1) to ``shape``; with m = 0 the
-  result is zero. Weights only select the participating clients.
-  """
-
-  def __init__(self, reduce_fn: Callable[[tf.Tensor], tf.Tensor]):
-    self._reduce_fn = reduce_fn
-
-  def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    value_type, weight_type = check_types(value_type, weight_type)
-    specs = leaf_specs(value_type)
-    reduce_fn = self._reduce_fn
-    stack_type = [tff.TensorType(s.dtype.as_numpy_dtype, [None] + s.shape.as_list()) for s in specs]
-
-    @tff.tensorflow.computation
-    def zero():
-      # Unknown leading dimension, so that the accumulator type is [None, ...].
-      return [tf.compat.v1.placeholder_with_default(tf.zeros([0] + s.shape.as_list(), s.dtype),
-                                                    [None] + s.shape.as_list()) for s in specs]
-
-    @tff.tensorflow.computation(stack_type, (value_type, weight_type))
-    def accumulate(stacks, value_and_weight):
-      value, weight = value_and_weight
-      keep = tf.cast(weight > 0, tf.int32)  # NaN weight -> excluded
-      return [tf.concat([acc, tf.expand_dims(v, 0)[:keep]], axis=0)
-              for acc, v in zip(stacks, tf.nest.flatten(value))]
-
-    @tff.tensorflow.computation(stack_type, stack_type)
-    def merge(a, b):
-      return [tf.concat([x, y], axis=0) for x, y in zip(a, b)]
-
-    @tff.tensorflow.computation(stack_type)
-    def report(stacks):
-      m = tf.shape(stacks[0])[0]
-      leaves = [tf.cond(m > 0, lambda s=s: reduce_fn(s),
-                        lambda s=s: tf.zeros(tf.shape(s)[1:], s.dtype)) for s in stacks]
-      leaves = [tf.ensure_shape(x, spec.shape) for x, spec in zip(leaves, specs)]
-      return collections.OrderedDict(result=pack(value_type, leaves), included_count=m)
-
-    @tff.federated_computation
-    def init_fn():
-      return tff.federated_value((), tff.SERVER)
-
-    @tff.federated_computation(init_fn.type_signature.result,
-                               tff.FederatedType(value_type, tff.CLIENTS),
-                               tff.FederatedType(weight_type, tff.CLIENTS))
-    def next_fn(state, value, weight):
-      out = tff.federated_aggregate(tff.federated_zip((value, weight)), zero(), accumulate, merge,
-                                    report)
-      measurements = tff.federated_zip(collections.OrderedDict(included_count=out.included_count))
-      return tff.templates.MeasuredProcessOutput(state=state, result=out.result,
-                                                 measurements=measurements)
-
-    return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
 def _flatten_measurements(value, member_type, out: collections.OrderedDict) -> None:
@@ -261,7 +162,7 @@ class GuardedFactory(tff.aggregators.WeightedAggregationFactory):
     self._check = check
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    value_type, weight_type = check_types(value_type, weight_type)
+    value_type, weight_type = stacked_aggregation.check_types(value_type, weight_type)
     inner = self._inner.create(value_type, weight_type)
     exclude, check = self._exclude, self._check
 
@@ -274,7 +175,7 @@ class GuardedFactory(tff.aggregators.WeightedAggregationFactory):
       if exclude:
         leaves = [tf.where(finite, v, tf.zeros_like(v)) for v in leaves]
         weight = tf.where(finite, weight, tf.zeros_like(weight))
-      return pack(value_type, leaves), weight, tf.cast(tf.logical_not(finite), tf.int32)
+      return stacked_aggregation.pack(value_type, leaves), weight, tf.cast(tf.logical_not(finite), tf.int32)
 
     @tff.federated_computation
     def init_fn():

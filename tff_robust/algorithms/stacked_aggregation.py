@@ -1,9 +1,8 @@
 """An aggregation factory for rules of the whole stack of client updates (`robust_statistics`):
-Krum, Multi-Krum, Bulyan, the geometric median — and the coordinate-wise median and trimmed mean
-when the clients' shares are reported.
+Krum, Multi-Krum, Bulyan, the geometric median, and the coordinate-wise median and trimmed mean
+(Yin et al. 2018, Defs. 1-2).
 
-Like `aggregation.CoordinateWiseFactory`, it gathers every participating update at the server
-with one ``tff.federated_aggregate`` whose accumulator is the stack (unknown leading dimension)
+It gathers every participating update at the server with one ``tff.federated_aggregate`` whose accumulator is the stack (unknown leading dimension)
 and whose merge concatenates, so it splits across workers; the clients with weight 0 (excluded
 by the non-finite guard, or dropped by their own client work) are left out. The rule sees the
 stack flattened to X ∈ R^{m×D} (each leaf reshaped to [m, −1], concatenated in order) and the
@@ -24,7 +23,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import robust_statistics as rs
 
 # (X [m, D], w [m]) -> (aggregate [D], shares [m]), for m ≥ 1.
@@ -32,21 +30,58 @@ Rule = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]
 CLIENT_SHARES = "client_shares"
 
 
+# ---- coordinate-wise statistics and the stack's types (TF, on a stack [m, ...] of m values) ----
+
+def coordinate_median(stacked: tf.Tensor) -> tf.Tensor:
+  """Coordinate-wise median over axis 0 (mean of the two middle values when m is even)."""
+  m = tf.shape(stacked)[0]
+  ordered = tf.sort(stacked, axis=0)
+  lo, hi = (m - 1) // 2, m // 2
+  return 0.5 * (tf.gather(ordered, lo) + tf.gather(ordered, hi))
+
+
+def coordinate_trimmed_mean(stacked: tf.Tensor, beta: float) -> tf.Tensor:
+  """Coordinate-wise mean after dropping the ⌊βm⌋ smallest and ⌊βm⌋ largest values."""
+  m = tf.shape(stacked)[0]
+  k = tf.cast(tf.floor(beta * tf.cast(m, tf.float64)), tf.int32)
+  ordered = tf.sort(stacked, axis=0)
+  return tf.reduce_mean(ordered[k:m - k], axis=0)
+
+
+def leaf_specs(value_type) -> list[tf.TensorSpec]:
+  return tf.nest.flatten(tff.types.type_to_tf_tensor_specs(value_type))
+
+
+def pack(value_type, leaves):
+  return tf.nest.pack_sequence_as(tff.types.type_to_tf_tensor_specs(value_type), leaves)
+
+
+def check_types(value_type, weight_type):
+  value_type = tff.types.to_type(value_type)
+  weight_type = tff.types.to_type(weight_type)
+  if not tff.types.is_structure_of_floats(value_type):
+    raise TypeError(f"Client values must be floating-point tensors, got {value_type}.")
+  if not (isinstance(weight_type, tff.TensorType) and np.issubdtype(weight_type.dtype, np.floating)
+          and not weight_type.shape):
+    raise TypeError(f"Client weights must be a float scalar, got {weight_type}.")
+  return value_type, weight_type
+
+
 def median_rule(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-  """`aggregation.coordinate_median` with its shares (the middle rank, or the middle two)."""
+  """`coordinate_median` with its shares (the middle rank, or the middle two)."""
   del w
   m = tf.shape(x)[0]
-  return aggregation.coordinate_median(x), rs.rank_range_shares(x, (m - 1) // 2, m // 2 + 1)
+  return coordinate_median(x), rs.rank_range_shares(x, (m - 1) // 2, m // 2 + 1)
 
 
 def trimmed_mean_rule(beta: float) -> Rule:
-  """`aggregation.coordinate_trimmed_mean` with its shares (ranks ⌊βm⌋..m−⌊βm⌋−1)."""
+  """`coordinate_trimmed_mean` with its shares (ranks ⌊βm⌋..m−⌊βm⌋−1)."""
 
   def rule(x, w):
     del w
     m = tf.shape(x)[0]
     k = tf.cast(tf.floor(beta * tf.cast(m, tf.float64)), tf.int32)
-    return aggregation.coordinate_trimmed_mean(x, beta), rs.rank_range_shares(x, k, m - k)
+    return coordinate_trimmed_mean(x, beta), rs.rank_range_shares(x, k, m - k)
 
   return rule
 
@@ -78,8 +113,8 @@ class StackedFactory(tff.aggregators.WeightedAggregationFactory):
     self._report_shares = report_shares
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    value_type, weight_type = aggregation.check_types(value_type, weight_type)
-    specs = aggregation.leaf_specs(value_type)
+    value_type, weight_type = check_types(value_type, weight_type)
+    specs = leaf_specs(value_type)
     shapes = [s.shape.as_list() for s in specs]
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
     dtype = specs[0].dtype
@@ -122,7 +157,7 @@ class StackedFactory(tff.aggregators.WeightedAggregationFactory):
 
       flat, shares = tf.cond(m > 0, apply, lambda: (tf.zeros([sum(sizes)], dtype), tf.zeros([0], tf.float32)))
       leaves = [tf.reshape(p, sh) for p, sh in zip(tf.split(flat, sizes), shapes)]
-      out = collections.OrderedDict(result=aggregation.pack(value_type, leaves), included_count=m)
+      out = collections.OrderedDict(result=pack(value_type, leaves), included_count=m)
       if report_shares:
         where = tf.where(included > 0)
         out[CLIENT_SHARES] = tf.scatter_nd(where, shares, tf.shape(included, out_type=tf.int64))
