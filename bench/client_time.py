@@ -33,6 +33,8 @@ from tff_robust.common import strict_json  # noqa: E402
 from tff_robust.algorithms import client, client_work, evaluation, methods  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
+from tff_robust.algorithms.methods.rm.options import RMConfig  # noqa: E402
+from tff_robust.algorithms.methods.wd import WDConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
 
@@ -50,27 +52,33 @@ def load(name: str, data_dir: str | None):
 
 
 def config(method: str, steps: int, batch: int, lr: float) -> ProcessConfig:
-  client = ClientConfig(lr=lr, local_steps=steps, batch_size=batch,
-                        rm_weight=0.3 if "RM" in method else 0.0,
-                        # as the seed-000 flagfiles: FA+RM+AH has no top matching term
-                        rm_top_source="none" if method == "FA+RM+AH" else "logits",
-                        wd_mu=0.01 if "WD" in method else 0.0)
+  client = ClientConfig(lr=lr, local_steps=steps, batch_size=batch)
+  rm = RMConfig(weight=0.3 if "RM" in method else 0.0,
+                # as the seed-000 flagfiles: FA+RM+AH has no top matching term
+                top_source="none" if method == "FA+RM+AH" else "logits")
+  wd = WDConfig(mu=0.01 if "WD" in method else 0.0)
   ah = AHConfig(lr_grid=(lr / 3, lr, lr * 3), steps_grid=(steps,)) if "AH" in method else None
-  return ProcessConfig(client=client, server=ServerConfig(opt="sgd", lr=1.0), ah=ah)
+  return ProcessConfig(client=client, server=ServerConfig(opt="sgd", lr=1.0), ah=ah, methods=(rm, wd))
 
 
-def step_flops(spec: client_work.ModelSpec, cfg: ClientConfig, batch: int) -> int:
+def _reset_theta(cfg: ProcessConfig) -> ProcessConfig:
+  """``cfg`` with RM's θ fresh every round: θ's per-client state plays no part here."""
+  return cfg.with_options(dataclasses.replace(cfg.options_of(RMConfig), client_state="reset"))
+
+
+def step_flops(spec: client_work.ModelSpec, cfg: ProcessConfig, batch: int) -> int:
   """Floating-point operations of one local SGD step (TF's profiler on the traced step): the
   objective's forward pass and the gradients the client takes (w^i's, and θ^i's with RM), as
-  `client_work.ClientTrainer` computes them with its client components; variable updates
-  (element-wise) are left out."""
+  `client_work.ClientTrainer` computes them with its client components (those of the client's
+  training and the methods ``cfg.methods`` holds: RM, ER, WD; not AH's or FedEx's); variable
+  updates (element-wise) are left out."""
   model = spec.model_fn()
-  cfg = dataclasses.replace(cfg, rm_client_state="reset")  # θ's per-client state plays no part here
-  parts = methods.components(methods.BuildContext(spec, ProcessConfig(client=cfg), [], None, None)).client
+  cfg = _reset_theta(ProcessConfig(client=cfg.client, methods=cfg.methods))
+  parts = methods.components(methods.BuildContext(spec, cfg, [], None, None)).client
   built = {c.key: c.build(model) for c in parts}
   initial = [tf.identity(v) for v in model.trainable_variables]
-  run = client.LocalRun(model, spec.loss_fn(), {"prox_mu": tf.constant(cfg.wd_mu)}, {}, None, initial,
-                        {}, built, {})
+  run = client.LocalRun(model, spec.loss_fn(), {"prox_mu": tf.constant(cfg.options_of(WDConfig).mu)}, {}, None,
+                        initial, {}, built, {})
   x_spec, y_spec = (tf.TensorSpec([batch, *s.shape], s.dtype) for s in spec.element_spec)  # unbatched
 
   @tf.function
@@ -148,8 +156,8 @@ def main() -> None:
                for method in METHODS}
       reps = [timing.interleaved(steps, args.rounds, args.warmup, runtime.worker_pids)
               for _ in range(args.repetitions)]
-      flops = {m: step_flops(spec, config(m, args.steps, args.batch_size, 0.01).client,
-                             args.batch_size) for m in METHODS}
+      flops = {m: step_flops(spec, config(m, args.steps, args.batch_size, 0.01), args.batch_size)
+               for m in METHODS}
       print(f"\n{name}:\n| repetition | " + " | ".join(METHODS) + " |")
       print("| --- |" + " --- |" * len(METHODS))
       for i, rep in enumerate(reps, 1):
@@ -172,7 +180,7 @@ def main() -> None:
 
 def _round_step(task, cfg: ProcessConfig, data: list, val):
   """One round of a method's process per call, its state carried from call to call."""
-  cfg = dataclasses.replace(cfg, client=dataclasses.replace(cfg.client, rm_client_state="reset"))
+  cfg = _reset_theta(cfg)
   p = build_process_for_task(task, cfg, server_val=val).process
   state = [p.initialize()]
 

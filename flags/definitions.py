@@ -140,6 +140,11 @@ def method_configs(f=FLAGS) -> dict:
   return {m.name: method_config(m, f) for m in _switched() if getattr(f, m.name)}
 
 
+def held_options(f=FLAGS) -> tuple:
+  """The options of the methods without a switch (``ProcessConfig.methods``) from their flags."""
+  return tuple(from_flags(cls, f) for cls in registry.held_option_classes())
+
+
 def dp_config(f=FLAGS) -> Optional[privacy.DPConfig]:
   """DP-FedAvg's config when ``--dp_noise_multiplier`` is set; without it, the other ``--dp_*``
   flags must stay unset (they would do nothing)."""
@@ -179,7 +184,7 @@ def parse(f=FLAGS) -> RunConfig:
   switched = method_configs(f)
   process = from_flags(ProcessConfig, f, client=from_flags(ClientConfig, f), server=from_flags(ServerConfig, f),
                        robust=from_flags(RobustConfig, f), **switched, dp=dp_config(f),
-                       algorithm=from_flags(registry.Selection, f).algorithm)
+                       algorithm=from_flags(registry.Selection, f).algorithm, methods=held_options(f))
   name = f.experiment_name or experiment_name(process, f)
   loop = from_flags(LoopConfig, f, output_dir=os.path.join(f.root_output_dir, name))
   options.check(f.byzantine_attack != "none" or f.byzantine_fraction == 0, "byzantine_fraction",

@@ -231,7 +231,7 @@ def offline_hint(argv: Optional[Sequence[str]] = None, program: Optional[str] = 
 
 
 def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[T, Task]:
-  """Parses the flags and loads the run's task (checking RM supports its model), before any
+  """Parses the flags and loads the run's task (checking the methods support its model), before any
   tracing; a bad flag or missing data exits with status 2 and a message (naming the flagfile
   line that set the flag; for missing data, what runs offline instead)."""
   config = None
@@ -239,9 +239,8 @@ def parse_and_load(parse: Callable[[], T], run_of: Callable[[T], Any]) -> tuple[
     config = parse()
     run = run_of(config)
     task = tasks.load_task(run.task, run.task_options)
-    if run.process.uses_rm:
-      from tff_robust.algorithms.methods.rm import matching  # pylint: disable=g-import-not-at-top
-      matching.check_supported(task.model_fn(), run.process.client.rm_layers)
+    from tff_robust.algorithms.methods import registry  # pylint: disable=g-import-not-at-top
+    registry.check_model(run.process, task.model_fn)
   except DataMissingError as e:
     fail(f"{e} {offline_hint()}")
   except ValueError as e:

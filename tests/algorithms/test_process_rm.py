@@ -1,7 +1,6 @@
 """Representation matching, entropy regularisation and weight divergence as TFF client work."""
 
 import collections
-import dataclasses
 import functools
 
 import numpy as np
@@ -11,6 +10,9 @@ import tensorflow as tf
 from tff_robust.algorithms import client_work, evaluation, process
 from tff_robust.algorithms.methods.rm import matching_client
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig
+from tff_robust.algorithms.methods.er import ERConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
+from tff_robust.algorithms.methods.wd import WDConfig
 from tff_robust.simulation import loop
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays, partition
@@ -19,10 +21,16 @@ from helpers import toy
 from helpers.rm_by_hand import manual_rm_client
 
 
-def rm_process(rm_client_state, rm_weight=0.05, **client):
-  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=4, batch_size=8, rm_weight=rm_weight,
-                                          rm_client_state=rm_client_state, **client), seed=3)
-  return process.build_process(toy.SPEC, cfg)
+def rm_config(client_state="persist", weight=0.05, *, er_h_min=0.0, wd_mu=0.0, client=(), **rm):
+  """FA+RM on the toy model (lr 0.1, 4 steps of batch 8, seed 3; ``client``: other
+  `ClientConfig` fields), with ER's H_min and WD's μ."""
+  cfg = ClientConfig(**dict(dict(lr=0.1, local_steps=4, batch_size=8), **dict(client)))
+  return ProcessConfig(client=cfg, methods=(RMConfig(weight=weight, client_state=client_state, **rm),
+                                            ERConfig(h_min=er_h_min), WDConfig(mu=wd_mu)), seed=3)
+
+
+def rm_process(client_state, weight=0.05, **kw):
+  return process.build_process(toy.SPEC, rm_config(client_state, weight, **kw))
 
 
 @pytest.mark.parametrize("form", ["authors", "reversed"])
@@ -33,8 +41,8 @@ def test_persisted_theta_round_trip_matches_hand_computation(tff_rt, normalize, 
   # make many): measured 0.32 · rate on w here, so the authors' form runs θ at a rate whose
   # amplified noise stays inside the tolerance.
   theta_lr = 0.01 if form == "reversed" else 5e-5
-  p = rm_process("persist", er_h_min=0.5, wd_mu=0.1, rm_normalize=normalize, rm_theta_lr=theta_lr,
-                 rm_layers=form)
+  cfg = rm_config("persist", er_h_min=0.5, wd_mu=0.1, normalize=normalize, theta_lr=theta_lr, layers=form)
+  p = process.build_process(toy.SPEC, cfg)
   assert p.next_with_client_states is not None
   clients = toy.make_clients()
   theta0 = matching_client.initial_theta(toy.SPEC, seed=3, form=form)
@@ -43,8 +51,6 @@ def test_persisted_theta_round_trip_matches_hand_computation(tff_rt, normalize, 
   inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(clients)]
   output, states = p.next_with_client_states(state, inputs)
   thetas = [s["rm"] for s in states]
-  cfg = ClientConfig(lr=0.1, local_steps=4, batch_size=8, rm_weight=0.05, er_h_min=0.5, wd_mu=0.1,
-                     rm_normalize=normalize, rm_theta_lr=theta_lr, rm_layers=form)
   manual = [manual_rm_client(w0, theta0, x, y, cfg) for x, y in clients]
   expected = toy.weighted_mean([m[0] for m in manual], [len(y) for _, y in clients])
   for got, w, d in zip(p.get_model_weights(output.state).trainable, w0, expected):
@@ -60,9 +66,9 @@ def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
   rm_theta_lr · η_t / client_lr = 0.005; without it, θ keeps 0.01 while w steps at 0.05."""
   clients = toy.make_clients()
   theta0 = matching_client.initial_theta(toy.SPEC, seed=3)
-  schedule = dict(lr_schedule="expdecay", lr_decay_rate=0.5, lr_decay_every=1, rm_theta_lr=0.01)
+  schedule = dict(lr_schedule="expdecay", lr_decay_rate=0.5, lr_decay_every=1)
   for follows, theta_lr in ((True, 0.005), (False, 0.01)):
-    p = rm_process("persist", rm_theta_lr_follows=follows, **schedule)
+    p = rm_process("persist", theta_lr_follows=follows, theta_lr=0.01, client=schedule)
     state = p.initialize()
     inputs = [collections.OrderedDict(data=d, state={"rm": theta0}) for d in toy.datasets(clients)]
     state, states = p.next_with_client_states(state, inputs)  # round 1: η = 0.1 = client_lr
@@ -72,8 +78,8 @@ def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
     inputs = [collections.OrderedDict(data=d, state={"rm": t}) for d, t in zip(toy.datasets(clients), thetas)]
     _, states2 = p.next_with_client_states(state, inputs)  # round 2: η = 0.05
     thetas2 = [s["rm"] for s in states2]
-    cfg = ClientConfig(lr=0.05, local_steps=4, batch_size=8, rm_weight=0.05, rm_theta_lr=theta_lr)
-    other = dataclasses.replace(cfg, rm_theta_lr=0.015 - theta_lr)  # the other rule's rate
+    cfg = rm_config("persist", theta_lr=theta_lr, client=dict(lr=0.05))
+    other = rm_config("persist", theta_lr=0.015 - theta_lr, client=dict(lr=0.05))  # the other rule's rate
     for (x, y), start, got in zip(clients, thetas, thetas2):
       _, want = manual_rm_client(w1, start, x, y, cfg)
       _, wrong = manual_rm_client(w1, start, x, y, other)
@@ -179,7 +185,7 @@ def test_fa_rm_trains_on_one_class_clients(tff_rt):
   y = np.argmax(x @ w, 1).astype(np.int32)
   parts = partition(y, 3, "one_class")
   clients = [(x[p], y[p]) for p in parts]
-  p = rm_process("reset", rm_weight=0.05)
+  p = rm_process("reset", 0.05)
   state = p.initialize()
   for _ in range(30):
     state = p.next(state, toy.datasets(clients)).state
@@ -213,9 +219,10 @@ def _digits_one_class_run(rm_weight, rounds=20, normalize="unit", form="authors"
   0, which no RM option changes) is the same for both forms' tests, and deterministic (seed 0)."""
   x, y, spec, data = _digits_one_class()
   model_fn = spec.model_fn
-  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=20, batch_size=32, rm_weight=rm_weight,
-                                          rm_normalize=normalize, er_h_min=0.5, rm_layers=form,
-                                          rm_client_state="persist" if rm_weight > 0 else "reset"), seed=0)
+  rm = RMConfig(weight=rm_weight, normalize=normalize, layers=form,
+                client_state="persist" if rm_weight > 0 else "reset")
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=20, batch_size=32),
+                      methods=(rm, ERConfig(h_min=0.5)), seed=0)
   if rm_weight > 0:  # θ kept per client across rounds (Algorithm 1, line 12)
     p = process.build_process(spec, cfg)
     thetas = [matching_client.initial_theta(spec, 0, form=form)] * len(data)
@@ -266,9 +273,9 @@ def _digits_large_step_round(rm_weight, top_source="logits", warm_rounds=8, big_
   theta = matching_client.initial_theta(spec, 0, top_source) if rm_weight > 0 else None
 
   def build(lr):
-    cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32, rm_weight=rm_weight,
-                                            rm_top_source=top_source, er_h_min=0.5,
-                                            rm_client_state="persist" if rm_weight > 0 else "reset"), seed=0)
+    rm = RMConfig(weight=rm_weight, top_source=top_source, client_state="persist" if rm_weight > 0 else "reset")
+    cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=20, batch_size=32),
+                        methods=(rm, ERConfig(h_min=0.5)), seed=0)
     return process.build_process(spec, cfg)
 
   warm, big = build(0.1), build(big_lr)

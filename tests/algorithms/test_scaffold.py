@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tff_robust.algorithms import client_work, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.simulation import loop
 
 from helpers import toy
@@ -116,8 +117,8 @@ def test_the_driver_keeps_each_clients_c_i_and_a_resumed_run_equals_an_uninterru
   and in the checkpoint: 2 + 2 rounds equal 4 rounds, weights and every stored c_i."""
   task = toy.toy_task()
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn, task.train.element_type_structure)
-  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8, rm_client_state="reset"),
-                      algorithm="scaffold", seed=1)
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8),
+                      methods=(RMConfig(client_state="reset"),), algorithm="scaffold", seed=1)
 
   def run(out, rounds):
     p = process.build_process(spec, cfg, num_clients=len(task.train.client_ids))

@@ -10,6 +10,9 @@ from absl import flags
 from tff_robust.algorithms import config
 from tff_robust.algorithms.methods.fedex import update as fedex
 from tff_robust.algorithms.methods.fedex import space as fedex_space
+from tff_robust.algorithms.methods.er import ERConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
+from tff_robust.algorithms.methods.wd import WDConfig
 from tff_robust.algorithms import privacy
 from tff_robust.common import options, paths
 from tff_robust.flags import definitions
@@ -28,7 +31,7 @@ def test_no_flag_cli_builds_the_default_dataclasses():
   assert run.loop == LoopConfig(output_dir=run.loop.output_dir)
   assert run.loop.output_dir == os.path.join(paths.default_root(), "mnist_sgd_s0")
   assert os.path.basename(paths.default_root()) == f"tff_robust-{getpass.getuser()}"  # one per user
-  assert (run.task, run.process.client.rm_client_state, run.workers) == ("mnist", "persist", ())
+  assert (run.task, run.process.options_of(RMConfig).client_state, run.workers) == ("mnist", "persist", ())
   with_ah = parse("--ah", "--fedex", "--fedex_learning_rate=none")
   assert with_ah.process.ah == config.AHConfig()
   assert with_ah.process.fedex.options == fedex_space.FedExOptions()
@@ -51,7 +54,10 @@ def test_every_flag_default_is_its_field_default():
 @pytest.mark.parametrize("build,argv", [
     (lambda: config.ClientConfig(lr=0.0), ["--client_lr=0"]),
     (lambda: config.ClientConfig(local_steps=0), ["--local_steps=0"]),
-    (lambda: config.ClientConfig(rm_weight=-1.0), ["--rm_weight=-1"]),
+    (lambda: RMConfig(weight=-1.0), ["--rm_weight=-1"]),
+    (lambda: RMConfig(theta_lr=0.0), ["--rm_theta_lr=0"]),
+    (lambda: ERConfig(h_min=-0.5), ["--er_h_min=-0.5"]),
+    (lambda: WDConfig(mu=-0.1), ["--wd_mu=-0.1"]),
     (lambda: config.ServerConfig(lr_decay=2.0), ["--server_lr_decay=2"]),
     (lambda: config.ServerConfig(opt="sgd", momentum=0.5), ["--server_momentum=0.5"]),
     (lambda: config.ProcessConfig(aggregation_norm="some"), ["--aggregation_norm=some"]),

@@ -18,6 +18,9 @@ import pytest
 from absl import flags
 
 from tff_robust import experiments as ex
+from tff_robust.algorithms.methods.er import ERConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
+from tff_robust.algorithms.methods.wd import WDConfig
 from tff_robust.common import run_lock
 from tff_robust.flags import definitions, presets
 
@@ -131,20 +134,20 @@ def test_rmah_cells_parse_to_the_method():
       cell, ing = run.cell, ingredients[run.cell.column]
       assert cfg.task == tasks_[cell.task]
       assert cfg.task_options.num_clients == 10 and cfg.process.client.batch_size == 64
-      assert cfg.process.client.er_h_min == 0.5 and cfg.process.client.rm_client_state == "persist"
+      rm, wd_mu = cfg.process.options_of(RMConfig), cfg.process.options_of(WDConfig).mu
+      assert cfg.process.options_of(ERConfig).h_min == 0.5 and rm.client_state == "persist"
       assert cfg.loop.client_fraction == (1.0 if cell.row.startswith("c1.0") else 0.5)
       assert cfg.task_options.partition == ("iid" if cell.row.endswith("_iid") else "one_class")
       assert (cfg.process.ah is not None) == ("ah" in ing)
       # RM: the authors' layers at the sum-form weight 1e-4 (rmah_fa_rm.cfg), every task.
-      c = cfg.process.client
       if "rm" in ing:
-        assert (c.rm_layers, c.rm_normalize, c.rm_weight) == ("authors", "sum", 1e-4)
+        assert (rm.layers, rm.normalize, rm.weight) == ("authors", "sum", 1e-4)
       else:
-        assert c.rm_weight == 0.0
+        assert rm.weight == 0.0
       # FA+RM+AH drops the top matching term (rmah_fa_rm_ah.cfg); FA+RM keeps Fig. 2's.
-      assert cfg.process.client.rm_top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
+      assert rm.top_source == ("none" if "ah" in ing and "rm" in ing else "logits")
       if "wd" not in ing or not ex.tuned_overlay(cell.task, cell.row, cell.column):
-        assert cfg.process.client.wd_mu == (0.005 if "wd" in ing else 0.0)
+        assert wd_mu == (0.005 if "wd" in ing else 0.0)
       tuned = ex.tuned_overlay(cell.task, cell.row, cell.column)
       if tuned:  # the cell's schedule (studies/baselines.py; FA's for FA+RM) comes last and wins
         assert cell.flagfiles[-1] == tuned and cell.column in ("fa", "fa_wd", "fa_rm")
@@ -153,7 +156,7 @@ def test_rmah_cells_parse_to_the_method():
           want = dict(line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
         assert float(want["client_lr"]) == cfg.process.client.lr
         assert int(want["local_steps"]) == cfg.process.client.local_steps
-        assert float(want.get("wd_mu", 0.005 if "wd" in ing else 0)) == cfg.process.client.wd_mu  # else the flagfile's
+        assert float(want.get("wd_mu", 0.005 if "wd" in ing else 0)) == wd_mu  # else the flagfile's
       elif "fa" in ing:
         c = cfg.process.client
         assert (c.lr_schedule, c.lr_decay_rate, c.lr_decay_every) == ("expdecay", 0.5, 50)
@@ -708,8 +711,8 @@ def test_kws_one_keyword_row_runs_fas_validation_point():
   for m in ("fa", "fa_wd", "fa_rm"):
     client = process("c1.0_noniid", m).client
     assert (client.lr, client.local_steps) == (0.05, 2), m
-  assert process("c1.0_noniid", "fa_rm").client.rm_weight == 1e-4
-  assert process("c1.0_noniid", "fa_wd").client.wd_mu == 0.005
+  assert process("c1.0_noniid", "fa_rm").options_of(RMConfig).weight == 1e-4
+  assert process("c1.0_noniid", "fa_wd").options_of(WDConfig).mu == 0.005
   for row, m in (("c1.0_noniid", "fa_ah"), ("c1.0_noniid", "fa_rm_ah"), ("c1.0_iid", "fa"), ("c1.0_iid", "fa_rm")):
     client = process(row, m).client
     assert (client.lr, client.local_steps) == (0.01, 20), (row, m)

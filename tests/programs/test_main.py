@@ -9,6 +9,8 @@ import time
 import pytest
 from absl import flags
 
+from tff_robust.algorithms.methods import registry
+from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.common import run_lock
 from tff_robust.flags import definitions
 from tff_robust.flags import record
@@ -54,7 +56,7 @@ def test_flags_map_to_config():
               "--client_lr_decay_every=1", "--rm_weight=0.5", "--experiment_name=x")
   assert cfg.process.server.momentum == 0.9
   assert cfg.process.client.lr_decay_rate == 0.99
-  assert cfg.process.uses_rm
+  assert cfg.process.options_of(RMConfig).weight == 0.5 and registry.find("rm").runs(cfg.process)
   assert os.path.basename(os.path.dirname(cfg.loop.output_dir)).startswith("tff_robust-")  # the user's root
   assert os.path.basename(cfg.loop.output_dir) == "x"
 

@@ -12,7 +12,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import client_time  # noqa: E402  pylint: disable=g-import-not-at-top
 
 from tff_robust.algorithms import client_work  # noqa: E402
-from tff_robust.algorithms.config import ClientConfig  # noqa: E402
+from tff_robust.algorithms.config import ProcessConfig  # noqa: E402
+from tff_robust.algorithms.methods.rm.options import RMConfig  # noqa: E402
 
 
 def test_graph_flops_counts_the_ops_the_outputs_need():
@@ -33,7 +34,7 @@ def test_step_flops_of_a_dense_layer_by_hand():
   spec = client_work.ModelSpec(model_fn, lambda: tf.keras.losses.SparseCategoricalCrossentropy(
       from_logits=True), None, (tf.TensorSpec([6]), tf.TensorSpec([], tf.int32)))  # one example
   matmul = 2 * 8 * 6 * 2
-  fa = client_time.step_flops(spec, ClientConfig(), 8)
+  fa = client_time.step_flops(spec, ProcessConfig(), 8)
   assert matmul * 2 <= fa < matmul * 2 + 200   # + the element-wise ops of the loss
-  rm = client_time.step_flops(spec, ClientConfig(rm_weight=1e-4, rm_normalize="sum"), 8)
+  rm = client_time.step_flops(spec, ProcessConfig(methods=(RMConfig(weight=1e-4, normalize="sum"),)), 8)
   assert 4 * matmul <= rm - fa < 4 * matmul + 400

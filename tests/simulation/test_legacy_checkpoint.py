@@ -10,6 +10,7 @@ import pytest
 
 from tff_robust.algorithms import client_work, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.simulation import loop
 
 from helpers import toy
@@ -27,8 +28,9 @@ def test_a_run_of_the_old_layout_resumes_with_its_metrics(tff_rt, tmp_path):
   task = toy.toy_task()
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
-  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8, rm_weight=0.05), seed=3)
-  p = process.build_process(spec, cfg)  # θ^i persisted: ClientConfig's default
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8),
+                      methods=(RMConfig(weight=0.05),), seed=3)
+  p = process.build_process(spec, cfg)  # θ^i persisted: RMConfig's default
   driver = loop.TrainingLoop(p, task, loop.LoopConfig(
       output_dir=out, rounds=4, clients_per_round=3, rounds_per_eval=1, rounds_per_checkpoint=2, seed=5,
       shuffle_buffer=64))

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tff_robust import tasks
 from tff_robust.algorithms import client_work, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.tasks import TaskOptions
 from tff_robust.tasks import espeak_corpus
 
@@ -32,8 +33,8 @@ def one_round(task, server_opt="sgd", rm_weight=0.0):
   spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
                                task.train.element_type_structure)
   p = process.build_process(spec, ProcessConfig(
-      client=ClientConfig(lr=0.01, local_steps=1, batch_size=4, rm_weight=rm_weight, rm_client_state="reset"),
-      server=ServerConfig(opt=server_opt, lr=0.01)))
+      client=ClientConfig(lr=0.01, local_steps=1, batch_size=4),
+      server=ServerConfig(opt=server_opt, lr=0.01), methods=(RMConfig(weight=rm_weight, client_state="reset"),)))
   ids = sorted(task.train.client_ids)[:2]
   state = p.initialize()
   out = p.next(state, [task.train.create_tf_dataset_for_client(c) for c in ids])

@@ -11,6 +11,7 @@ from tff_robust.algorithms.methods.fedex import update as fedex
 from tff_robust.algorithms.methods.rm import matching_client
 from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.tuning import federated_eval
 
 from helpers.rm_by_hand import manual_rm_client
@@ -103,9 +104,10 @@ def test_refine_trains_an_rm_client_as_eq2_by_hand():
   clients = make_clients(sizes=(40, 60), seed=4)
   splits = federated_eval.ClientSplits(client_data(clients), test_every=4, val_every=5)
   weights = process.initial_weights(model_fn, 1)
-  cfg = ClientConfig(lr=0.1, local_steps=5, batch_size=8, rm_weight=0.5)
-  rm = matching_client.RepresentationMatching(SPEC, cfg, seed=3, persist=False)  # θ fresh per client
-  trainer = client_work.ClientTrainer(SPEC, cfg, "num_examples", [rm])
+  rm_cfg = RMConfig(weight=0.5, client_state="reset")  # θ fresh per client
+  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8), methods=(rm_cfg,))
+  rm = matching_client.RepresentationMatching(SPEC, rm_cfg, cfg.client.lr, seed=3)
+  trainer = client_work.ClientTrainer(SPEC, cfg.client, "num_examples", [rm])
   refiner = federated_eval.Refiner(trainer, batch_size=4)
   got = refiner(weights, 0.1, 5, splits, ["c0", "c1"])
   theta0 = matching_client.initial_theta(SPEC, 3)

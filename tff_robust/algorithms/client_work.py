@@ -152,10 +152,10 @@ class ClientTrainer:
 
   def _hparams(self, broadcast: Broadcast, inputs: Unpacked, scratch: dict) -> ClientHparams:
     """The client's SGD hyper-parameters: h_t and the configuration's other values, then as each
-    component adjusts them (FedEx's configuration c ~ θ)."""
+    component adjusts them (the proximal term's μ, FedEx's configuration c ~ θ)."""
     cfg = self.config
     hp = round_protocol.initial_client_hparams(broadcast.hparams, local_epochs=cfg.local_epochs,
-                                               batch_size=cfg.batch_size, prox_mu=cfg.wd_mu)
+                                               batch_size=cfg.batch_size, prox_mu=0.0)
     for c in self.components:
       hp = c.hparams(hp, broadcast, inputs, scratch)
     return hp

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from tff_robust.algorithms import aggregation
 from tff_robust.algorithms import attacks
@@ -24,12 +24,9 @@ if TYPE_CHECKING:  # the methods' options; the methods import this module, never
   from tff_robust.algorithms.methods.ah.options import AHConfig
   from tff_robust.algorithms.methods.fedex.space import FedExConfig
 
+T = TypeVar("T")
 WEIGHTINGS = ("num_examples", "uniform", "val_accuracy", "train_accuracy")
 AGGREGATION_NORMS = ("sampled", "all")
-RM_CLIENT_STATES = ("persist", "reset")
-RM_NORMALIZATIONS = ("unit", "sum")  # = matching.NORMALIZATIONS
-RM_TOP_SOURCES = ("logits", "softmax", "none")  # = matching.TOP_SOURCES
-RM_LAYER_FORMS = ("authors", "reversed")  # = matching.LAYER_FORMS
 
 _POSITIVE = lambda v: v > 0  # noqa: E731
 _NON_NEGATIVE = lambda v: v >= 0  # noqa: E731
@@ -61,34 +58,6 @@ class ClientConfig:
   min_local_steps: int = option(1, "min_local_steps", "Lower bound of the decayed local steps.",
                                 check=_AT_LEAST_ONE, allowed="must be ≥ 1")
   batch_size: int = option(64, "batch_size", "Client batch size B.", check=_AT_LEAST_ONE, allowed="must be ≥ 1")
-  # Representation matching, eq. 2 of seed 000 (0 = off).
-  rm_weight: float = option(0.0, "rm_weight", "Weight of the representation-matching loss in eq. 2 (0 = off).",
-                            check=_NON_NEGATIVE, allowed="must be ≥ 0")
-  rm_normalize: str = option("unit", "rm_normalize",
-                             "How eq. 1's terms enter the model's loss: 'unit' = each layer's squared error "
-                             "per unit (the weight does not grow with width), 'sum' = eq. 1 as printed.",
-                             choices=RM_NORMALIZATIONS)
-  rm_top_source: str = option("logits", "rm_top_source",
-                              "What the top matching layer rebuilds a_{M-1} from: 'logits' (the top layer, "
-                              "seed 000 Fig. 2), 'softmax' (its softmax, bounded), 'none' (no top term).",
-                              choices=RM_TOP_SOURCES)
-  rm_layers: str = option("authors", "rm_layers",
-                          "The matching layers f_j: 'authors' (one conv or Linear after unpooling through "
-                          "the source's own max-pool, then the target's non-linearity, as seed 000's authors "
-                          "built them), 'reversed' (each layer between a_j and a_{j+1} undone, linear).",
-                          choices=RM_LAYER_FORMS)
-  rm_client_state: str = option("persist", "rm_client_state",
-                                "Matching parameters θ: persist per client (Algorithm 1 line 12), or reset each round.",
-                                choices=RM_CLIENT_STATES)
-  rm_theta_lr: float = option(1e-3, "rm_theta_lr", "Adam learning rate of the matching layers θ "
-                              "(their own optimizer, on eq. 1).", check=_POSITIVE, allowed="must be > 0")
-  rm_theta_lr_follows: bool = option(False, "rm_theta_lr_follows",
-                                     "θ's Adam lr follows the round's client lr: rm_theta_lr · η_t / --client_lr "
-                                     "(the schedule's decay or AH's draw); off: rm_theta_lr in every round.")
-  er_h_min: float = option(0.0, "er_h_min", "Entropy regularisation H_min, eq. 8 of seed 000 (0 = off).",
-                           check=_NON_NEGATIVE, allowed="must be ≥ 0")
-  wd_mu: float = option(0.0, "wd_mu", "Weight-divergence (FedProx) coefficient μ (0 = off).",
-                        check=_NON_NEGATIVE, allowed="must be ≥ 0")
 
   def __post_init__(self):
     options.validate(self)
@@ -170,7 +139,14 @@ class RobustConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ProcessConfig:
-  """Everything `process.build_process` needs besides the task."""
+  """Everything `process.build_process` needs besides the task.
+
+  The methods' options: a method with a flag of its own that turns it on has a field (``ah``,
+  ``fedex``; None: off); the others' options dataclasses (`Method.options`, e.g. RM's, whose
+  weight > 0 turns RM on) are held in ``methods``, one per class, and read with
+  ``options_of(cls)``: a class not given has its defaults. ``methods`` keeps only the ones that
+  differ from their defaults, ordered by class, so equal configurations compare equal.
+  """
 
   client: ClientConfig = dataclasses.field(default_factory=ClientConfig)
   server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
@@ -190,21 +166,46 @@ class ProcessConfig:
   seed: int = seed_option()
   algorithm: str = "fedavg"  # the method added by name (flag: `methods.registry.Selection`)
   dp: Optional[privacy.DPConfig] = None  # user-level DP-FedAvg (`privacy`), None: off
+  methods: tuple[Any, ...] = ()  # the other methods' options (`options_of`)
 
   def __post_init__(self):
+    object.__setattr__(self, "methods", _canonical(self.methods))
     options.validate(self)
     for check in _METHOD_CHECKS:  # the registry's: --algorithm's choices and each method's check
       check(self)
     if self.dp is not None:
       privacy.check_process(self)
 
-  @property
-  def uses_rm(self) -> bool:
-    return self.client.rm_weight > 0
+  def options_of(self, cls: type[T]) -> T:
+    """The options of dataclass ``cls`` (a method's, `Method.options`) held in ``methods``, else
+    ``cls()``, its defaults."""
+    return next((given for given in self.methods if type(given) is cls), None) or cls()
+
+  def with_options(self, *given: Any) -> "ProcessConfig":
+    """This configuration with ``given`` (methods' options) in place of those of their classes."""
+    replaced = {type(g) for g in given}
+    return dataclasses.replace(self, methods=tuple(m for m in self.methods if type(m) not in replaced) + given)
 
   @property
   def needs_client_val(self) -> bool:
     return self.weighting == "val_accuracy" or self.fedex is not None
+
+
+def _canonical(held: Any) -> tuple[Any, ...]:
+  """``ProcessConfig.methods`` as it is kept: frozen dataclass instances, one per class, those
+  equal to their class's defaults left out, ordered by class (so equal configurations compare
+  equal)."""
+  held = tuple(held)
+  classes = [type(m) for m in held]
+  for given in held:
+    if not dataclasses.is_dataclass(given) or isinstance(given, type):
+      raise ValueError(f"ProcessConfig.methods holds {given!r}, not a method's options dataclass")
+  if len(set(classes)) != len(classes):
+    raise ValueError("ProcessConfig.methods holds two options of one class: "
+                     + ", ".join(sorted(c.__name__ for c in classes)))
+  kept = [m for m in held if m != type(m)()]
+  return tuple(sorted(kept, key=lambda m: (type(m).__module__, type(m).__qualname__)))
+
 
 # Checks a `ProcessConfig` runs on construction besides its own fields': `methods.registry`
 # installs its check here when imported (`tff_robust.algorithms` imports it first), so this

@@ -3,14 +3,28 @@ max(0, H_min − H(softmax(a_M))) on every batch (`regularizers.entropy_regulari
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from tff_robust.algorithms.client import Component, Forward, LocalRun, LossTerm
 from tff_robust.algorithms.methods.method import BuildContext, Built, Description, Method
 from tff_robust.algorithms.regularizers import entropy_regularizer
+from tff_robust.common import options
+from tff_robust.common.options import option
 
 if TYPE_CHECKING:
   from tff_robust.algorithms.config import ProcessConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ERConfig:
+  """ER's option, the flag ``--er_h_min`` (held in ``ProcessConfig.methods``)."""
+
+  h_min: float = option(0.0, "er_h_min", "Entropy regularisation H_min, eq. 8 of seed 000 (0 = off).",
+                        check=lambda v: v >= 0, allowed="must be ≥ 0")
+
+  def __post_init__(self):
+    options.validate(self)
 
 
 class EntropyTerm(Component):
@@ -25,12 +39,18 @@ class EntropyTerm(Component):
     return LossTerm(entropy_regularizer(fwd.logits, self.h_min))
 
 
+def h_min(config: "ProcessConfig") -> float:
+  """H_min of ``config`` (0: ER off)."""
+  return config.options_of(ERConfig).h_min
+
+
 def build(ctx: BuildContext) -> Built:
-  return Built(client=[EntropyTerm(ctx.config.client.er_h_min)])
+  return Built(client=[EntropyTerm(h_min(ctx.config))])
 
 
 def describe(config: "ProcessConfig") -> Description:
-  return Description(console=f"ER H_min {config.client.er_h_min:.4g}")
+  return Description(console=f"ER H_min {h_min(config):.4g}")
 
 
-METHOD = Method("er", runs=lambda config: config.client.er_h_min > 0, build=build, describe=describe)
+METHOD = Method("er", runs=lambda config: h_min(config) > 0, build=build, describe=describe,
+                options=(ERConfig,))

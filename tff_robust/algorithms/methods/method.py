@@ -66,6 +66,10 @@ def _nothing(config: "ProcessConfig") -> None:
   return None
 
 
+def _any_model(config: "ProcessConfig", model_fn: Callable[[], Any]) -> None:
+  return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Method:
   """One method: when it runs, its check, its components and its description.
@@ -77,7 +81,10 @@ class Method:
   rank): FedEx's heavy-ball acts on the gradient the others made (1), AH's pre-evaluation (2).
   ``server_val``: the size of the server-held validation sample it needs (0: none).
   ``options``: the dataclasses whose `options.option` fields are its flags; ``switch``: the flag
-  that turns it on, when it has one (`Switch`).
+  that turns it on, when it has one (`Switch`). Without a switch its options are held in
+  ``ProcessConfig.methods`` and read as ``config.options_of(cls)`` (RM's weight > 0 turns RM on).
+  ``check_model(config, model_fn)``: its check against the task's model, before any tracing
+  (RM's matching layers).
   """
 
   name: str
@@ -91,3 +98,4 @@ class Method:
   server_val: Callable[["ProcessConfig"], int] = lambda config: 0
   options: tuple[type, ...] = ()
   switch: Optional[Switch] = None
+  check_model: Callable[["ProcessConfig", Callable[[], Any]], None] = _any_model

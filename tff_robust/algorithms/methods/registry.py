@@ -12,7 +12,8 @@ and one entry here.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from tff_robust.algorithms import attacks
 from tff_robust.algorithms import config as config_lib
@@ -52,13 +53,32 @@ def running(config: "ProcessConfig") -> list[Method]:
   return [m for m in METHODS if m.runs(config)]
 
 
+def held_option_classes() -> tuple[type, ...]:
+  """The options classes a `ProcessConfig` holds in ``methods``: those of the methods without a
+  switch of their own (RM's, ER's, WD's), in registry order."""
+  return tuple(cls for m in METHODS if m.switch is None for cls in m.options)
+
+
 def check(config: "ProcessConfig") -> None:
-  """``--algorithm`` is a registered name, then each running method's check (ValueError naming
-  the flag, the value and what is allowed; `config.ProcessConfig` calls it on construction)."""
+  """``--algorithm`` is a registered name, ``config.methods`` holds only the registered methods'
+  options, then each running method's check (ValueError naming the flag, the value and what is
+  allowed; `config.ProcessConfig` calls it on construction)."""
   names = algorithm_names()
   options.check(config.algorithm in names, "algorithm", config.algorithm, "choose one of " + ", ".join(names))
+  held = held_option_classes()
+  for given in config.methods:
+    if type(given) not in held:
+      raise ValueError(f"ProcessConfig.methods holds {type(given).__name__}, not the options of a method "
+                       f"without a switch ({', '.join(c.__name__ for c in held)})")
   for method in running(config):
     method.check(config)
+
+
+def check_model(config: "ProcessConfig", model_fn: Callable[[], Any]) -> None:
+  """Each running method's check against the task's model (``model_fn`` builds it), before any
+  tracing; raises ValueError naming the flag (RM's matching layers)."""
+  for method in running(config):
+    method.check_model(config, model_fn)
 
 
 def server_val_examples(config: "ProcessConfig") -> int:

@@ -30,7 +30,8 @@ How it meets the rest of the project (choices):
   the rate it trained with (the schedule's, AH's or FedEx's draw). The correction acts on the
   gradient of the whole local objective (ER and the proximal term included), before FedEx's
   heavy-ball, if any.
-- RM is refused (``--rm_weight`` must be 0): RM's term pulls w^i towards the frozen w_t through
+- RM is refused (``--rm_weight`` must be 0; the check is RM's, `methods.rm.check`, so that this
+  module names no other method's options): RM's term pulls w^i towards the frozen w_t through
   per-client matching layers θ^i trained alongside; c_i would then estimate a drift that mixes the
   task's gradient with RM's and θ^i's moving target, a combination neither paper defines or
   tests, and both methods address the same client drift.
@@ -46,10 +47,8 @@ import tensorflow as tf
 
 from tff_robust.algorithms.client import Component, LocalResult, LocalRun, StateSpec, Step, all_finite
 from tff_robust.algorithms.methods.method import BuildContext, Built, Description, Method
-from tff_robust.common import options
 
 if TYPE_CHECKING:
-  from tff_robust.algorithms.config import ProcessConfig
   from tff_robust.algorithms.server import Round
 
 KEY = "scaffold"
@@ -106,13 +105,6 @@ class ScaffoldServer:
     return new, collections.OrderedDict(c_norm=tf.linalg.global_norm(new))
 
 
-def check(config: "ProcessConfig") -> None:
-  """Fails fast on what SCAFFOLD refuses (see the module docstring)."""
-  options.check(config.client.rm_weight == 0, "rm_weight", config.client.rm_weight,
-                "must be 0 with --algorithm=scaffold (RM and SCAFFOLD are not combined; choose "
-                "--algorithm=fedavg for RM)")
-
-
 def build(ctx: BuildContext) -> Built:
   """The client and server components of ``--algorithm=scaffold``."""
   if not ctx.num_clients or ctx.num_clients < 1:
@@ -122,5 +114,5 @@ def build(ctx: BuildContext) -> Built:
                server=[ScaffoldServer(ctx.trainable_specs, ctx.num_clients)])
 
 
-METHOD = Method(KEY, runs=lambda config: config.algorithm == KEY, build=build, check=check,
+METHOD = Method(KEY, runs=lambda config: config.algorithm == KEY, build=build,
                 describe=lambda config: Description(console="SCAFFOLD"), by_name=True)

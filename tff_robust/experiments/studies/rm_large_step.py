@@ -28,6 +28,8 @@ from tff_robust import tasks  # noqa: E402
 from tff_robust.algorithms import evaluation  # noqa: E402
 from tff_robust.algorithms.methods.rm import matching_client  # noqa: E402
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig  # noqa: E402
+from tff_robust.algorithms.methods.er import ERConfig  # noqa: E402
+from tff_robust.algorithms.methods.rm.options import RMConfig  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402
 from tff_robust.tasks.base import TaskOptions  # noqa: E402
@@ -38,9 +40,9 @@ METHODS = (("FA", 0.0, "logits"), ("RM logits", 0.3, "logits"), ("RM softmax", 0
 
 
 def _process(task, lr: float, steps: int, rm_weight: float, top: str, seed: int):
-  cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=steps, batch_size=64, er_h_min=0.5,
-                                          rm_weight=rm_weight, rm_top_source=top,
-                                          rm_client_state="persist" if rm_weight > 0 else "reset"), seed=seed)
+  rm = RMConfig(weight=rm_weight, top_source=top, client_state="persist" if rm_weight > 0 else "reset")
+  cfg = ProcessConfig(client=ClientConfig(lr=lr, local_steps=steps, batch_size=64),
+                      methods=(rm, ERConfig(h_min=0.5)), seed=seed)
   return build_process_for_task(task, cfg).process
 
 

@@ -16,6 +16,7 @@ from tff_robust.algorithms.methods.fedex.server import FedExServer
 from tff_robust.algorithms.methods.fedex.space import FedExClient, FedExConfig, FedExOptions
 from tff_robust.algorithms.methods.fedex.update import FedExSampling
 from tff_robust.algorithms.methods.method import BuildContext, Built, Description, Method, Switch
+from tff_robust.algorithms.methods.wd import WDConfig
 from tff_robust.common import options as options_lib
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ def fedex_client(config: "ProcessConfig") -> FedExClient:
   options = fc.options or FedExOptions(seed=config.seed)
   center = dict(fc.center) if fc.center else space.midpoint()
   if not fc.center:
-    defaults = {"learning_rate": ccfg.lr, "batch_size": ccfg.batch_size, "prox_mu": ccfg.wd_mu,
+    defaults = {"learning_rate": ccfg.lr, "batch_size": ccfg.batch_size,
+                "prox_mu": config.options_of(WDConfig).mu,  # --wd_mu
                 "local_steps": ccfg.local_steps, "local_epochs": ccfg.local_epochs}
     for name in space.names:
       spec = space.spec(name)
@@ -42,11 +44,6 @@ def fedex_client(config: "ProcessConfig") -> FedExClient:
         center[name] = value
   configs = fedex_space.sample_configs(space, center, options.radius, options.k, options.seed)
   return FedExClient(space=space, options=options, configs=configs)
-
-
-def tunes(config: "ProcessConfig", name: str) -> bool:
-  """Whether ``config`` runs FedEx over a space that tunes hyper-parameter ``name``."""
-  return config.fedex is not None and name in (config.fedex.space or fedex_space.SearchSpace()).names
 
 
 def check(config: "ProcessConfig") -> None:

@@ -367,3 +367,7 @@ class FedExConfig:
   space: Optional[SearchSpace] = None
   options: Optional[FedExOptions] = None
   center: Optional[dict] = None
+
+  def tunes(self, name: str) -> bool:
+    """Whether its space tunes hyper-parameter ``name`` (e.g. ``prox_mu``, the proximal term's μ)."""
+    return name in (self.space or SearchSpace()).names

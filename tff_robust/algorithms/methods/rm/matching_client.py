@@ -28,7 +28,7 @@ from tff_robust.algorithms import evaluation
 from tff_robust.algorithms.methods.rm import matching
 from tff_robust.algorithms.client import (Component, Forward, LocalResult, LocalRun, LossTerm, StateSpec,
                                           Step, TrainReport, all_finite)
-from tff_robust.algorithms.config import ClientConfig
+from tff_robust.algorithms.methods.rm.options import RMConfig
 
 
 def theta_specs(spec, seed: int, top_source: str = "logits", form: str = "authors") -> list[tf.TensorSpec]:
@@ -70,28 +70,31 @@ class RepresentationMatching(Component):
   trains_own = True
   sums_over_loop = True
 
-  def __init__(self, spec, config: ClientConfig, seed: int, persist: bool):
-    self.spec, self.config, self.seed, self.persist = spec, config, seed, persist
+  def __init__(self, spec, config: RMConfig, client_lr: float, seed: int):
+    """``config``: RM's options (θ^i persisted per client when ``config.persist``); ``client_lr``:
+    the configured η_l (``--client_lr``) that ``theta_lr_follows`` divides by."""
+    self.spec, self.config, self.client_lr, self.seed = spec, config, client_lr, seed
+    self.persist = config.persist
     self._num_terms = None
     self.state = None
-    if persist:
-      args = (spec, seed, config.rm_top_source, config.rm_layers)
+    if self.persist:
+      args = (spec, seed, config.top_source, config.layers)
       self.state = StateSpec(tuple(theta_specs(*args)), lambda: initial_theta(*args))
 
   def _optimizer(self, matcher, client_lr) -> _ThetaOptimizer:
     """θ's Adam (lr ``rm_theta_lr``, or rm_theta_lr · η_t / client_lr when it follows the round's
     ``client_lr``) and its initial state (lr, betas, epsilon, step count, moments; all float32)."""
     cfg = self.config
-    scale = tf.cast(client_lr, tf.float32) / cfg.lr if cfg.rm_theta_lr_follows else 1.0
-    opt = tff.learning.optimizers.build_adam(learning_rate=cfg.rm_theta_lr * scale)
+    scale = tf.cast(client_lr, tf.float32) / self.client_lr if cfg.theta_lr_follows else 1.0
+    opt = tff.learning.optimizers.build_adam(learning_rate=cfg.theta_lr * scale)
     return _ThetaOptimizer(opt, opt.initialize([tf.TensorSpec(v.shape, v.dtype) for v in matcher.theta]))
 
   def build(self, model: tf.keras.Model) -> _Built:
     cfg = self.config
     frozen = self.spec.model_fn()
-    matcher = matching.RepresentationMatcher(model, self.seed, cfg.rm_top_source, cfg.rm_layers)
+    matcher = matching.RepresentationMatcher(model, self.seed, cfg.top_source, cfg.layers)
     self._num_terms = len(matcher.term_units)
-    initial = self._optimizer(matcher, cfg.lr).initial
+    initial = self._optimizer(matcher, self.client_lr).initial
     slots = [tf.Variable(tf.cast(v, tf.float32), trainable=False) for v in tf.nest.flatten(initial)]
     theta0 = None if self.persist else [tf.identity(v) for v in matcher.theta]
     return _Built(frozen, matcher, slots, theta0)
@@ -124,8 +127,8 @@ class RepresentationMatching(Component):
     built, cfg = run.built[self.key], self.config
     acts, argmax, frozen_acts = fwd.aux
     term_list = built.matcher.matching_terms(acts, argmax, frozen_acts)
-    value = cfg.rm_weight * matching.normalized_matching_loss(term_list, built.matcher.term_units,
-                                                              cfg.rm_normalize)
+    value = cfg.weight * matching.normalized_matching_loss(term_list, built.matcher.term_units,
+                                                           cfg.normalize)
     terms = tf.stack(term_list)
     return LossTerm(value, sums=terms, own_loss=tf.reduce_sum(terms))
 
