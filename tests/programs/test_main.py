@@ -164,9 +164,11 @@ def test_run_on_espeak_corpus_writes_data_json(tmp_path):
     pytest.skip("espeak-ng is not installed (apt-get install -y espeak-ng)")
   corpus = str(tmp_path / "kws")
   info = espeak_corpus.build_corpus(corpus, 4, 1, test_fraction=0.25, validation_fraction=0.25)
-  proc = run_main("--task=speech_commands", f"--data_dir={corpus}", "--num_clients=0", "--rounds=1",
-                  "--local_steps=1", "--batch_size=4", f"--root_output_dir={tmp_path / 'out'}",
-                  "--experiment_name=e")
+  before = orphan_workers()  # a whole run in this process: no TensorFlow start-up of its own
+  proc = in_process.run("tff_robust.main", "--task=speech_commands", f"--data_dir={corpus}", "--num_clients=0",
+                        "--rounds=1", "--local_steps=1", "--batch_size=4", f"--root_output_dir={tmp_path / 'out'}",
+                        "--experiment_name=e")
+  assert not orphan_workers() - before
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert json.loads((tmp_path / "out" / "e" / record.DATA_MANIFEST).read_text()) == info.manifest
   assert f"fingerprint {info.manifest['fingerprint'][:8]}" in proc.stdout
