@@ -15,6 +15,16 @@ def pytest_sessionfinish(session, exitstatus):
     disown_default_context()
 
 
+@pytest.fixture(autouse=True)
+def _no_stop_watcher_left():
+  """A test must not leave `hard_stop`'s watcher running in the pytest worker: a later SIGTERM to
+  the worker (a test signalling itself) would end the worker from that thread 7 s later, in
+  whatever test runs then."""
+  yield
+  from tff_robust.common import hard_stop  # pylint: disable=g-import-not-at-top
+  assert hard_stop._watchdog is None, "this test started hard_stop's watcher in the test process"  # pylint: disable=protected-access
+
+
 @pytest.fixture(scope="session")
 def tff_rt():
   """A TFF execution context with a worker this test session owns and stops."""

@@ -67,6 +67,7 @@ def resolve_flagfile(arg: str) -> str:
 
 
 _ARGV: list[str] = []  # the command line as parsed (flagfiles resolved), for `flag_origin`
+_PROGRAM: list[str] = []  # the module `run_argv` runs in this process, for `command_module`
 _FLAGFILE = ("--flagfile=", "-flagfile=")
 
 
@@ -153,6 +154,27 @@ def run(main: Callable[[list[str]], None], doc: str, modules: Sequence[str]) -> 
 SIGNAL_EXITS = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
+def run_argv(main: Callable[[list[str]], None], argv: Sequence[str], doc: str, modules: Sequence[str],
+             program: str) -> int:
+  """The program ``program`` on the command line ``argv`` in this process: its exit status (0, 2
+  for bad input, 75 for a busy directory ...) instead of exiting, the flags unparsed afterwards.
+  What `run` does around it (absl's start-up, the exit itself) only a real process shows."""
+  _PROGRAM[:] = [program]
+  try:
+    main(parse_argv(list(argv), doc, modules))
+    return 0
+  except SystemExit as e:
+    return e.code if isinstance(e.code, int) else int(e.code is not None)
+  finally:
+    _PROGRAM.clear()
+    flags.FLAGS.unparse_flags()
+
+
+def parsed_argv() -> list[str]:
+  """The command line as parsed (flagfiles resolved)."""
+  return list(_ARGV)
+
+
 def start(argv: list[str], verbosity: int = 0, project_info: bool = False) -> None:
   """Rejects positional arguments; library logs quiet unless ``verbosity`` ≥ 1
   (`console.configure_logging`)."""
@@ -209,7 +231,7 @@ _DATA_FLAGS = ("task", "data_dir", "data_source", "model", "partition", "num_cli
 def command_module() -> str:
   """The module this program runs as (``python -m NAME``): ``tff_robust.main``, ``tff_robust.tune``."""
   spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-  name = getattr(spec, "name", None) or "tff_robust.main"
+  name = (_PROGRAM or [getattr(spec, "name", None) or "tff_robust.main"])[0]
   return name[:-len(".__main__")] if name.endswith(".__main__") else name
 
 

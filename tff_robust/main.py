@@ -14,8 +14,9 @@ import sys
 
 from tff_robust.common import console, interrupts
 
-interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
-console.quiet_native_logs(sys.argv)
+if __name__ == "__main__":  # not when a test imports it (`run_argv`); the package does it too
+  interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
+  console.quiet_native_logs(sys.argv)
 
 import dataclasses  # noqa: E402
 import time  # noqa: E402
@@ -35,7 +36,7 @@ FLAGS = flags.FLAGS
 def _parse() -> tuple[definitions.RunConfig, list[str]]:
   """The run's configs (the task's paper setting filling the flags not given, `presets`) with its
   output directory bound to its configuration (`record.bind`), and notes for the header."""
-  setting = presets.apply(sys.argv)
+  setting = presets.apply(cli.parsed_argv())
   config = definitions.parse()
   names = record.configuration_names(definitions.__name__)
   out, notes = record.bind(config.loop.output_dir, names, chosen=FLAGS.experiment_name is not None)
@@ -132,6 +133,11 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
   cli.run(main, __doc__, [definitions.__name__])
+
+
+def run_argv(argv: list[str]) -> int:
+  """The program on ``argv`` (``argv[0]`` the program's name) in this process: its exit status."""
+  return cli.run_argv(main, argv, __doc__, [definitions.__name__], "tff_robust.main")
 
 
 if __name__ == "__main__":

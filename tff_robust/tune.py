@@ -17,8 +17,9 @@ import sys
 
 from tff_robust.common import console, interrupts
 
-interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
-console.quiet_native_logs(sys.argv)
+if __name__ == "__main__":  # not when a test imports it (`run_argv`); the package does it too
+  interrupts.exit_quietly_on_signals()  # Ctrl-C during the imports below: one line, no traceback
+  console.quiet_native_logs(sys.argv)
 
 from absl import flags  # noqa: E402
 
@@ -92,6 +93,11 @@ def _run_study(config: definitions.TuneConfig, notes: list[str], task) -> None:
 
 def run() -> None:
   cli.run(main, __doc__, [definitions.__name__])
+
+
+def run_argv(argv: list[str]) -> int:
+  """The program on ``argv`` (``argv[0]`` the program's name) in this process: its exit status."""
+  return cli.run_argv(main, argv, __doc__, [definitions.__name__], "tff_robust.tune")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import uuid
 import pytest
 from absl import flags
 
+from helpers import in_process
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -161,8 +162,8 @@ def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
   study = tmp_path / "s"
   study.mkdir()
   (study / "hparams.cfg").write_text("--tune_methods=rs\n--rs_arms=3\n")
-  proc = run_module("tff_robust.tune", "--tune_methods=sha", "--rs_arms=3", f"--root_output_dir={tmp_path}",
-                    "--experiment_name=s")
+  proc = in_process.run("tff_robust.tune", "--tune_methods=sha", "--rs_arms=3", f"--root_output_dir={tmp_path}",
+                        "--experiment_name=s")
   assert proc.returncode == 2
   assert str(study) in proc.stderr and "--tune_methods (then rs, now sha)" in proc.stderr
   assert (study / "hparams.cfg").read_text() == "--tune_methods=rs\n--rs_arms=3\n"
@@ -213,7 +214,7 @@ def test_the_corpus_builder_fails_in_one_line_without_noise(tmp_path):
      r"^error: --clients_per_round=100 is not valid: task 'mnist' has 10 clients \(choose 1\.\.10"),
 ])
 def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path, args, pattern):
-  proc = main(*args, f"--root_output_dir={tmp_path}", timeout=300)
+  proc = in_process.run("tff_robust.main", *args, f"--root_output_dir={tmp_path}")
   assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
   assert re.search(pattern, proc.stderr, re.M), proc.stderr[-2000:]
   assert not os.listdir(tmp_path)  # failed before writing anything

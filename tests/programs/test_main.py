@@ -15,7 +15,7 @@ from tff_robust.common import run_lock
 from tff_robust.flags import definitions
 from tff_robust.flags import record
 
-from helpers import data_makers
+from helpers import data_makers, in_process
 from helpers.flag_parse import parse
 from helpers.paths import ROOT
 from helpers.procs import orphan_workers
@@ -83,8 +83,8 @@ def test_bad_flag_fails_before_tracing(tmp_path):
 
 def test_aggregator_beyond_its_assumption_fails_before_tracing(tmp_path):
   """2 of 10 byzantine clients are beyond Bulyan's n ≥ 4f+3: exit 2, nothing written."""
-  proc = run_main("--aggregator=bulyan", "--byzantine_attack=sign_flip", "--byzantine_fraction=0.2",
-                  f"--root_output_dir={tmp_path}")
+  proc = in_process.run("tff_robust.main", "--aggregator=bulyan", "--byzantine_attack=sign_flip",
+                        "--byzantine_fraction=0.2", f"--root_output_dir={tmp_path}")
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert ("error: --byzantine_f=2 (from --byzantine_fraction=0.2 of 10) is not valid: --aggregator=bulyan "
           "assumes n ≥ 4f+3") in proc.stderr
@@ -111,7 +111,8 @@ def test_krum_with_client_metrics_on_k_class_clients(tmp_path):
 
 
 def test_missing_emnist_names_file(tmp_path):
-  proc = run_main("--task=emnist_cr", f"--data_dir={tmp_path}", f"--root_output_dir={tmp_path}/o")
+  proc = in_process.run("tff_robust.main", "--task=emnist_cr", f"--data_dir={tmp_path}",
+                        f"--root_output_dir={tmp_path}/o")
   assert proc.returncode == 2
   assert os.path.join(str(tmp_path), "emnist_all.sqlite") in proc.stderr
 
@@ -143,8 +144,8 @@ def test_busy_run_directory_fails_fast(tmp_path):
   data_makers.make_emnist_sqlite(str(tmp_path), num_clients=2, examples_per_client=8)
   exp = tmp_path / "out" / "e"
   with run_lock.hold(str(exp)):
-    proc = run_main("--task=emnist_cr", "--rounds=1", "--preset=none", f"--data_dir={tmp_path}",
-                    f"--root_output_dir={tmp_path / 'out'}", "--experiment_name=e")
+    proc = in_process.run("tff_robust.main", "--task=emnist_cr", "--rounds=1", "--preset=none",
+                          f"--data_dir={tmp_path}", f"--root_output_dir={tmp_path / 'out'}", "--experiment_name=e")
   assert proc.returncode == run_lock.EXIT_BUSY, proc.stderr[-2000:]
   assert f"{exp} is in use by another process (pid {os.getpid()})" in proc.stderr
   assert os.listdir(exp) == [run_lock.LOCK_FILE]
@@ -165,9 +166,11 @@ def test_run_on_espeak_corpus_writes_data_json(tmp_path):
     pytest.skip("espeak-ng is not installed (apt-get install -y espeak-ng)")
   corpus = str(tmp_path / "kws")
   info = espeak_corpus.build_corpus(corpus, 4, 1, test_fraction=0.25, validation_fraction=0.25)
-  proc = run_main("--task=speech_commands", f"--data_dir={corpus}", "--num_clients=0", "--rounds=1",
-                  "--local_steps=1", "--batch_size=4", f"--root_output_dir={tmp_path / 'out'}",
-                  "--experiment_name=e")
+  before = orphan_workers()  # a whole run in this process: no TensorFlow start-up of its own
+  proc = in_process.run("tff_robust.main", "--task=speech_commands", f"--data_dir={corpus}", "--num_clients=0",
+                        "--rounds=1", "--local_steps=1", "--batch_size=4", f"--root_output_dir={tmp_path / 'out'}",
+                        "--experiment_name=e")
+  assert not orphan_workers() - before
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert json.loads((tmp_path / "out" / "e" / record.DATA_MANIFEST).read_text()) == info.manifest
   assert f"fingerprint {info.manifest['fingerprint'][:8]}" in proc.stdout

@@ -15,6 +15,7 @@ import pytest
 from tff_robust import cli
 from tff_robust.common import console, paths
 
+from helpers import in_process
 from helpers.flag_parse import parse, parse_main
 from helpers.paths import ROOT
 from helpers.procs import workers_with
@@ -51,7 +52,7 @@ def a_file(tmp_path):
 
 @pytest.mark.parametrize("command", ["main", "tune"])
 def test_root_output_dir_that_is_a_file_exits_2(tmp_path, a_file, command):
-  proc = _module(f"tff_robust.{command}", f"--root_output_dir={a_file}", "--rounds=1")
+  proc = in_process.run(f"tff_robust.{command}", f"--root_output_dir={a_file}", "--rounds=1")
   line = _one_error_line(proc)
   assert f"--root_output_dir='{a_file}' is not valid: it is a file, not a directory" in line
   assert sorted(os.listdir(tmp_path)) == ["a_file"]
@@ -90,7 +91,7 @@ def test_results_page_checks_its_paths_first(tmp_path, a_file):
 def test_a_flagfile_error_names_file_and_line(tmp_path):
   flagfile = tmp_path / "mine.cfg"
   flagfile.write_text("--rounds=3\n# a comment\n--client_lr=abc\n")
-  line = _one_error_line(_module("tff_robust.main", f"--flagfile={flagfile}", f"--root_output_dir={tmp_path}"))
+  line = _one_error_line(in_process.run("tff_robust.main", f"--flagfile={flagfile}", f"--root_output_dir={tmp_path}"))
   assert "--client_lr=abc" in line and f"(set in {flagfile} line 3)" in line
   # A value the configs refuse, set in a nested flagfile; the command line's setting counts last.
   inner = tmp_path / "inner.cfg"
@@ -118,8 +119,8 @@ def test_missing_data_names_the_offline_tasks_with_a_command_that_works(tmp_path
   only run of main with a non-default server optimizer) also checks what a run writes, and where
   a rerun starts after an earlier start that stopped before its first checkpoint."""
   out = tmp_path / "out"
-  line = _one_error_line(_module("tff_robust.main", "--task=emnist_cr", "--server_opt=yogi",
-                                 f"--data_dir={tmp_path}", f"--root_output_dir={out}"))
+  line = _one_error_line(in_process.run("tff_robust.main", "--task=emnist_cr", "--server_opt=yogi",
+                                       f"--data_dir={tmp_path}", f"--root_output_dir={out}"))
   assert "emnist_all.sqlite" in line
   assert "--task=synthetic" in line and "tff_robust.tasks.espeak_corpus" in line
   offered = re.search(r"Offline, with nothing to download: (.+?) \(the default task", line).group(1)

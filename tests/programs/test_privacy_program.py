@@ -14,6 +14,7 @@ import pytest
 
 from tff_robust.common import console
 
+from helpers import in_process
 from helpers.flag_parse import parse, parse_tune
 from helpers.paths import ROOT
 from helpers.procs import workers_with
@@ -95,7 +96,7 @@ def test_the_round_line_and_the_summary_show_epsilon(tmp_path):
 def test_main_exits_2_before_writing_anything(tmp_path):
   """A refusal that needs the task (its server-held data) exits as a bad flag does: code 2, one
   line, nothing written (the flag-only refusals above fail in the same parse as every flag's)."""
-  proc = main(*DP, "--divergence_factor=3", f"--root_output_dir={tmp_path}", timeout=300)
+  proc = in_process.run("tff_robust.main", *DP, "--divergence_factor=3", f"--root_output_dir={tmp_path}")
   assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
   assert re.fullmatch(r"error: --divergence_factor=3.0 is not valid: .*--validation_fraction > 0.*\n",
                       proc.stderr), proc.stderr[-2000:]

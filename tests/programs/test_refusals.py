@@ -1,7 +1,8 @@
 """A refused command changes nothing: every file under the run directory has the same bytes after
 `main` refuses it (too few --rounds for its checkpoint, another process on it, other flags) and
 after a second `tune` on a study another one is running; each exits as `main` does (2 for bad
-input, 75 for a busy directory) with one line."""
+input, 75 for a busy directory) with one line. The refusals run in this process (`in_process`);
+tune's missing data runs as the real command, whose offered commands name the program that ran."""
 
 import hashlib
 import os
@@ -15,6 +16,7 @@ from absl import flags
 from tff_robust.common import run_lock
 from tff_robust.flags import definitions, record
 
+from helpers import in_process
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -65,20 +67,20 @@ def test_a_refused_main_changes_no_file_of_the_run(tmp_path):
   before = _digests(run)
   common = ("--experiment_name=e", f"--root_output_dir={tmp_path}")
 
-  fewer = _command("tff_robust.main", "--rounds=5", *common)  # a later model would be reported
+  fewer = in_process.run("tff_robust.main", "--rounds=5", *common)  # a later model would be reported
   assert fewer.returncode == 2
   assert fewer.stderr.strip() == (f"error: the checkpoint in {run / 'checkpoints'} is of round 12, beyond "
                                   "--rounds=5: use --rounds ≥ 12 to resume or extend that run")
   assert _digests(run) == before  # hparams.cfg still says --rounds=12; no new TensorBoard file
 
-  other = _command("tff_robust.main", "--rounds=20", "--client_lr=0.3", *common)
+  other = in_process.run("tff_robust.main", "--rounds=20", "--client_lr=0.3", *common)
   assert other.returncode == 2 and "--client_lr (then 0.05, now 0.3)" in other.stderr
   assert len(other.stderr.strip().splitlines()) == 1
   assert _digests(run) == before
 
   with run_lock.hold(str(run)):  # another process trains into it
     lock = (run / run_lock.LOCK_FILE).read_bytes()
-    busy = _command("tff_robust.main", "--rounds=20", *common)
+    busy = in_process.run("tff_robust.main", "--rounds=20", *common)
     assert (run / run_lock.LOCK_FILE).read_bytes() == lock
   assert busy.returncode == run_lock.EXIT_BUSY
   assert re.fullmatch(rf"error: {re.escape(str(run))} is in use by another process \(pid {os.getpid()}\): .+",
@@ -89,7 +91,7 @@ def test_a_refused_main_changes_no_file_of_the_run(tmp_path):
 def test_a_second_tune_on_a_study_exits_75_and_tune_suggests_tune_commands(tmp_path):
   study = tmp_path / "s"
   with run_lock.hold(str(study)):  # the first `tune` on it
-    second = _command("tff_robust.tune", "--rounds=1", "--rs_arms=1", "--tune_methods=rs", "--local_steps=2",
+    second = in_process.run("tff_robust.tune", "--rounds=1", "--rs_arms=1", "--tune_methods=rs", "--local_steps=2",
                       "--experiment_name=s", f"--root_output_dir={tmp_path}")
     assert os.listdir(study) == [run_lock.LOCK_FILE]  # no record, no arm: nothing written
   assert second.returncode == run_lock.EXIT_BUSY, second.stderr[-3000:]

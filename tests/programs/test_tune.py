@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from absl import flags
 
+from helpers import in_process
 from helpers.flag_parse import parse_tune as parse
 from helpers.paths import ROOT
 from helpers.procs import orphan_workers
@@ -89,7 +90,7 @@ def run_tune(*args, timeout=900):
 
 
 def test_bad_flag_fails_before_any_training(tmp_path):
-  proc = run_tune("--tune_methods=grid", f"--root_output_dir={tmp_path}")
+  proc = in_process.run("tff_robust.tune", "--tune_methods=grid", f"--root_output_dir={tmp_path}")
   assert proc.returncode == 2
   assert "--tune_methods='grid'" in proc.stderr and "sha_fedex" in proc.stderr
   assert not os.listdir(tmp_path)

@@ -216,11 +216,11 @@ class RunConsole:
   """The loop's progress callbacks (`loop.TrainingLoop.run(progress=...)`): the header once
   the start round is known, then a line per round, under a tqdm bar when ``out`` is a terminal."""
 
-  def __init__(self, header_lines: Sequence[str], rounds: int, out: TextIO = sys.stdout,
+  def __init__(self, header_lines: Sequence[str], rounds: int, out: Optional[TextIO] = None,
                earlier_rounds: int = 0):
     self.header_lines = list(header_lines)
     self.rounds = rounds
-    self.out = out
+    self.out = sys.stdout if out is None else out  # the stdout of now, not of the import
     self.earlier_rounds = earlier_rounds  # rounds an earlier start recorded (metrics.csv)
     self.first_round = 0
     self.last_round = 0

@@ -45,8 +45,9 @@ import sys
 
 from tff_robust.common import console, interrupts
 
-interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no traceback
-console.quiet_native_logs(sys.argv)
+if __name__ == "__main__":  # not when imported (a test): the package does it for every `python -m`
+  interrupts.exit_quietly_on_signals()  # Ctrl-C during start-up: one line, no traceback
+  console.quiet_native_logs(sys.argv)
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
