@@ -154,6 +154,9 @@ def time_rounds(task, processes: dict, counts: list[int], rounds: int, warmup: i
         if r > first:
           times[name][0].append(t1 - t0)
           times[name][1].append(c1 - c0)
+        # Each round as it ends, so a run stopped later (e.g. out of memory at a larger count) keeps it.
+        print(f"  round {r} {name} {n} clients: {t1 - t0:.2f} s wall, {c1 - c0:.2f} s worker CPU"
+              f"{'' if r > first else ' (warm-up)'}", flush=True)
     for name, (wall, cpu) in times.items():
       out[name][str(n)] = {"median": statistics.median(wall), "wall": wall, "cpu": cpu}
       print(f"  {name} {n} clients: {statistics.median(wall):.2f} s a round", flush=True)
