@@ -111,7 +111,9 @@ def test_a_record_made_with_other_flags_is_not_read(tmp_path):
     json.dump(record, f)
   lines = robust.dp_section(str(tmp_path))
   status = next(line for line in lines if line.startswith("**Records incomplete**"))
-  assert "47 of 48 runs" in status and "Made with other flags than today's (not read): `robust_dp_z0_c3_s0`." in status
+  assert "47 of 48 runs" in status
+  assert ("Made with other flags than today's (not read; the runner refuses to reuse them, so remove them first): "
+          "`robust_dp_z0_c3_s0`." in status)
   assert "| 0 (no noise) | no choice yet (11 of 12 runs in) |  |  |  |" in lines
 
 

@@ -58,17 +58,18 @@ class Records:
   """A table's runs under ROOT/robust: ``found`` cell id -> seed -> `Record`, and the runs not done."""
 
   table: ex.Table
-  runs: list
+  runs: list[ex.Run]
   found: dict[str, dict[int, Record]]
-  conflicts: list
-  unfinished: list  # started or pending
+  conflicts: list[ex.Run]  # made with other flags than today's
+  unfinished: list[ex.Run]  # started or pending
 
 
 def _read(run_dir: str) -> Record:
   with open(os.path.join(run_dir, "final_metrics.json")) as f:
     final = json.load(f)
-  val = final.get("val_accuracy")
-  eps = (math.inf if final["dp_epsilon"] is None else float(final["dp_epsilon"])) if "dp_epsilon" in final else None
+  val, eps = final.get("val_accuracy"), None
+  if "dp_epsilon" in final:  # null: a non-finite ε, i.e. no noise
+    eps = math.inf if final["dp_epsilon"] is None else float(final["dp_epsilon"])
   return Record(run_dir, 100.0 * float(final["test_accuracy"]), None if val is None else 100.0 * float(val),
                 eps, final.get("dp_delta"))
 
@@ -120,8 +121,8 @@ def status_lines(records: Records, root: str, base: str = REPO) -> list[str]:
     lines.append(f"**Records incomplete**: {done} of {len(runs)} runs on record under `{FOLDER}/`"
                  + (f"; not finished: {named}." if records.unfinished else "."))
   if records.conflicts:
-    lines.append(f"Made with other flags than today's (not read): "
-                 f"{commits.folded([r.output_dir for r in records.conflicts], folder(root))}.")
+    lines.append(f"Made with other flags than today's (not read; the runner refuses to reuse them, so remove "
+                 f"them first): {commits.folded([r.output_dir for r in records.conflicts], folder(root))}.")
   lines.append(f"They are made (finished runs are kept, unfinished ones resume) by `{command(name, root, base)}`; "
                "the page reads them when it is next written.")
   return [" ".join(lines), ""]
