@@ -27,9 +27,13 @@ its PNGs:
    server lr chosen from the seed's grid on held-out validation data of seed 0, then run with
    the other seeds at that lr (the second stage starts once an optimizer's grid is finished);
 6. seed 002's tuning study (RS, SHA, RS+FedEx, SHA+FedEx) over seeds;
-7. seed 000 Table 4 and the round-time ratios (bench/client_time.py, bench/round_time.py),
+7. issue 50's DP-FedAvg (clip chosen on validation per noise level, its test accuracy and ε) and
+   the aggregators under Byzantine attacks with paired differences against the mean (`robust`:
+   records under ROOT/robust, made by `python -m tff_robust.experiments --table=robust_dp` and
+   `--table=robust_byzantine` with `--seeds=3 --root_output_dir=ROOT/robust`, not started here);
+8. seed 000 Table 4 and the round-time ratios (bench/client_time.py, bench/round_time.py),
    run last and alone so nothing else shares the machine, with their spreads (`timings`);
-8. the page's runs whose record names no commit (`commits`).
+9. the page's runs whose record names no commit (`commits`).
 
 The full page's finished runs live in docs/runs/ (each run's flags, metrics.csv, final metrics and
 log; checkpoints, TensorBoard files and the espeak corpus are not committed), so a later checkout
@@ -65,7 +69,7 @@ from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
 from tff_robust.experiments.page import (  # noqa: E402
-    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, rescue, timings, tuned)
+    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, rescue, robust, timings, tuned)
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, TABLE3_CELLS, TEST_LOSS, Plan, StudyRun, build_corpus, by_seed,
     count_test_clips, flagfile_rounds, fmt, load_bench, means, page_date, record_page_date, run_bench,
@@ -376,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   section_fig3(page, plan, t1, t3)
   page.lines += fedopt.section(plan, s4, fedopt_final_runs(plan, root, fedopt_choose(s4)))
   section_fedex(page, plan, s2)
+  base = os.path.dirname(page.docs)  # the commands it gives run from the docs folder's parent
+  page.lines += robust.dp_section(root, base) + robust.byzantine_section(root, base)
   if found:
     section_bench(page, found)
   final = fedopt_final_runs(plan, root, fedopt_choose(s4))
@@ -385,7 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       "Seed 004": [r.output_dir for r in s4 + final if r.status() == ex.DONE],
       "Seed 002": [r.output_dir for r in s2 if r.status() == ex.DONE],
       "`horizon200/` (the horizon sections and Table 3 at 200 rounds)": commits.records_under(
-          os.path.join(root, kws200.FOLDER))}, root)
+          os.path.join(root, kws200.FOLDER)),
+      "`robust/` (DP-FedAvg and Byzantine robustness)": commits.records_under(robust.folder(root))}, root)
   print("wrote", page.write(), *page.figures)
   return 0
 
