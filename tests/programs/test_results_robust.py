@@ -126,6 +126,7 @@ def test_without_records_the_section_says_so_and_gives_the_command(tmp_path, nam
   assert (f"`python -m tff_robust.experiments --table={name} --seeds=3 --root_output_dir="
           f"{tmp_path}/robust`") in status
   assert not any(line.startswith("|") for line in lines)  # no table of placeholders
+  assert "over seeds 0–2" in "\n".join(lines) and "{" not in "\n".join(lines)  # every field filled in
   want = f"python -m tff_robust.experiments --table={name} --seeds=3 --root_output_dir=docs/runs/robust"
   assert robust.command(name, os.path.join(REPO, "docs", "runs")) == want
   # The page's copy in another folder gives the same command (run from its docs folder's parent).

@@ -284,7 +284,7 @@ def byzantine_section(root: str, base: str = REPO) -> list[str]:
   lines = ["## Byzantine robustness: the aggregators under attack", "",
            f"{t.title}. The project's attacks (`--byzantine_attack`, `algorithms/attacks.py`), sent by k of the 10 "
            "clients in place of their update Δ: sign_flip −Δ, gaussian noise N(0, I) of Δ's shape, scaled 10·Δ "
-           "(the flags' defaults). Test accuracy (%) mean ± SE over seeds 0–{SEEDS - 1}. "
+           f"(the flags' defaults). Test accuracy (%) mean ± SE over seeds 0–{SEEDS - 1}. "
            + " ".join(t.notes), ""]
   beyond = [c for c in t.cells if beyond_assumption(c)]
   if beyond:
