@@ -3,7 +3,7 @@ it; its sections' parts are the `plan` (seeds, rounds and runs per section, the 
 records), the seeds' own numbers (`seeds`), the verdicts on the seeds' orderings (`verdicts`),
 where each of the paper's tables and figures is (`coverage`), Fig. 3 (`fig3`), the horizon
 sections (`horizon`), Table 3's diagnosis (`clients`, `collapses`, `rescue`) and its cell at 200
-rounds (`kws200`), seed 004 (`fedopt`), the timing tables (`timings`) and the runs without a
+rounds (`kws200`), its C = 0.5 rows (`kws_half`), seed 004 (`fedopt`), the timing tables (`timings`) and the runs without a
 recorded commit (`commits`).
 ``python -m tff_robust.experiments.page`` is the command.
 
