@@ -183,6 +183,7 @@ def test_the_index_links_the_section():
   assert coverage.anchor(coverage.KWS_HALF) == "#table-3s-c--05-rows"
   line = "".join(coverage.index_lines({"c0.5_noniid": 3, "c0.5_iid": 2, "c1.0_iid": 6}, 60, 30))
   assert "[C = 0.5 rows](#table-3s-c--05-rows): 5 finished runs" in line
+  assert "[C = 0.5 rows](#table-3s-c--05-rows): 1 finished run |" in "".join(coverage.index_lines({"c0.5_iid": 1}, 60, 30))
 
 
 def test_a_corpus_under_the_records_own_root_is_named_under_this_root(tmp_path):
