@@ -15,6 +15,7 @@ from tff_robust.experiments import __main__ as runner
 from tff_robust.experiments import build_table, plan, select
 from tff_robust.experiments.page import coverage, kws_half
 from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
+from tff_robust.experiments.runs import REPO
 
 COMMIT = "abc1234567890def"
 FA_SCHEDULE = ("--client_lr=0.01", "--local_steps=20", "--client_lr=0.05", "--local_steps=2")
@@ -155,12 +156,14 @@ def test_without_records_the_section_says_so_and_gives_the_command(tmp_path):
   assert kws_half.finished_by_row(str(tmp_path)) == {} and kws_half.finished_dirs(str(tmp_path / "absent")) == []
 
 
-def test_the_command_names_the_page_root_from_the_repository_and_its_portable_corpus():
-  root = os.path.join(kws_half.REPO, "docs", "runs")
-  assert kws_half.shown(root) == os.path.join("docs", "runs")
-  assert kws_half.data_dir({}, root) == os.path.join("docs", "runs", "kws_corpus")
-  rec = kws_half.Record("x", 50.0, 30, 30, {"data_dir": "$ROOT/kws_corpus"})
-  assert kws_half.data_dir({("c0.5_iid", "fa"): {0: rec}}, root) == os.path.join("docs", "runs", "kws_corpus")
+def test_a_checkouts_runs_root_is_named_from_the_checkout_so_every_copy_reads_the_same(tmp_path):
+  for checkout in (REPO, str(tmp_path / "elsewhere" / "copy")):
+    root = os.path.join(checkout, "docs", "runs")
+    assert kws_half.shown(root) == os.path.join("docs", "runs")
+    assert kws_half.data_dir({}, root) == os.path.join("docs", "runs", "kws_corpus")
+    rec = kws_half.Record("x", 50.0, 30, 30, {"data_dir": "$ROOT/kws_corpus"})
+    assert kws_half.data_dir({("c0.5_iid", "fa"): {0: rec}}, root) == os.path.join("docs", "runs", "kws_corpus")
+  assert kws_half.shown(str(tmp_path / "runs")) == str(tmp_path / "runs")
 
 
 def test_the_same_records_give_the_same_section(tmp_path):

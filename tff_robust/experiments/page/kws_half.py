@@ -29,7 +29,7 @@ from tff_robust.experiments.page import commits, coverage
 from tff_robust.experiments.page.plan import flagfile_rounds, fmt
 from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
 from tff_robust.experiments.page.verdicts import claims_table
-from tff_robust.experiments.runs import REPO, flag_values, recorded_flags, rounds_of
+from tff_robust.experiments.runs import flag_values, recorded_flags, rounds_of
 from tff_robust.experiments.tables import expand_args, flagfile_path, overlay_values
 
 ROWS = (("c0.5_noniid", "one keyword per client"), ("c0.5_iid", "iid"))
@@ -122,9 +122,10 @@ def finished_dirs(root: str) -> list[str]:
 
 
 def shown(root: str) -> str:
-  """``root`` as the command should name it: relative to the repository when inside it."""
-  rel = os.path.relpath(os.path.abspath(root), REPO)
-  return os.path.abspath(root) if rel.startswith("..") else rel
+  """``root`` as the command names it: ``docs/runs`` for a checkout's runs folder (the command is
+  run from that checkout, so the page reads the same in every copy), else absolute."""
+  root, tail = os.path.abspath(root), os.path.join("docs", "runs")
+  return tail if root.endswith(os.sep + tail) else root
 
 
 def data_dir(found: Found, root: str) -> str:
