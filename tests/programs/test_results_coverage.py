@@ -25,8 +25,8 @@ def test_the_index_links_every_section_by_githubs_anchor():
   lines = coverage.index_lines({"c1.0_noniid": 15, "c0.5_iid": 0}, 60, 30)
   rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
   assert set(rows) >= {"Fig. 1", "Fig. 2", "Fig. 3", "Table 1", "Table 2", "Table 3", "Table 4"}
-  assert "C = 0.5 rows: no runs on this page yet" in rows["Table 3"]
-  assert "C = 0.5 rows: 4 finished runs" in "".join(coverage.index_lines({"c0.5_iid": 4}, 60, 30))
+  assert f"[C = 0.5 rows]({coverage.anchor(coverage.KWS_HALF)}): no runs on this page yet" in rows["Table 3"]
+  assert "C = 0.5 rows](#table-3s-c--05-rows): 4 finished runs" in "".join(coverage.index_lines({"c0.5_iid": 4}, 60, 30))
 
 
 def test_table2_says_why_it_is_not_run_and_what_would_run_it():

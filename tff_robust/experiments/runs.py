@@ -96,6 +96,16 @@ def portable(args: Sequence[str], root: str, repo: str = REPO) -> list[str]:
   return out
 
 
+def recorded_flags(record: dict, root: str) -> list[str]:
+  """The flags an ``experiment.json`` record holds, paths `portable` against the root and
+  repository of its own command (``root`` when the command names none)."""
+  command = shlex.split(record.get("command", ""))
+  roots = [a.split("=", 1)[1] for a in command if a.startswith("--root_output_dir=")]
+  files = [a.split("=", 1)[1] for a in command if a.startswith("--flagfile=")]
+  repo = os.path.dirname(os.path.dirname(files[0])) if files else REPO
+  return portable(record.get("flags") or [], roots[-1] if roots else root, repo)
+
+
 @dataclasses.dataclass(frozen=True)
 class Overrides:
   """Flags appended to every cell (after its flagfiles): quick or offline versions.
@@ -230,12 +240,7 @@ class Run:
     if not os.path.exists(path):
       return None
     with open(path) as f:
-      record = json.load(f)
-    command = shlex.split(record.get("command", ""))
-    roots = [a.split("=", 1)[1] for a in command if a.startswith("--root_output_dir=")]
-    files = [a.split("=", 1)[1] for a in command if a.startswith("--flagfile=")]
-    repo = os.path.dirname(os.path.dirname(files[0])) if files else REPO
-    return portable(record.get("flags") or [], roots[-1] if roots else self.root_output_dir, repo)
+      return recorded_flags(json.load(f), self.root_output_dir)
 
   def trained(self) -> bool:
     """Whether the run directory holds anything of training: a checkpoint, a round's metrics or

@@ -11,13 +11,19 @@ import re
 from collections.abc import Mapping, Sequence
 
 
-def has_commit(run_dir: str) -> bool | None:
-  """Whether the run's experiment.json names a commit; None without an experiment.json."""
+def recorded_commit(run_dir: str) -> str | None:
+  """The commit the run's experiment.json names ("" when it names none); None without one."""
   path = os.path.join(run_dir, "experiment.json")
   if not os.path.exists(path):
     return None
   with open(path) as f:
-    return bool(json.load(f).get("commit"))
+    return str(json.load(f).get("commit") or "")
+
+
+def has_commit(run_dir: str) -> bool | None:
+  """Whether the run's experiment.json names a commit; None without an experiment.json."""
+  commit = recorded_commit(run_dir)
+  return None if commit is None else bool(commit)
 
 
 def records_under(folder: str) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tff_robust import experiments as ex
-from tff_robust.common import markdown
+from tff_robust.common import console, markdown
 from tff_robust.experiments.page.seeds import RMAH_TABLE2
 
 # Headings of the page's sections, as `results` and its modules write them (anchors below).
@@ -15,6 +15,7 @@ TABLE1 = "Seed 000 Table 1: MNIST-5k"
 TABLE2 = "Seed 000 Table 2: CIFAR-10, not run"
 TABLE3 = "Seed 000 Table 3: keyword spotting on the espeak corpus"
 KWS200 = "Table 3's one-keyword cell at 200 rounds"
+KWS_HALF = "Table 3's C = 0.5 rows"
 FIG3 = "Seed 000 Fig. 3: the mean μ of P(h|ψ), FA+RM+AH, C = 1.0"
 TABLE4 = "Seed 000 Table 4 and round time"
 
@@ -39,8 +40,8 @@ def index_lines(t3_rows: Mapping[str, int], rounds: int, kws_rounds: int) -> lis
       ["Table 2", "CIFAR-10 accuracy", f"[not run]({anchor(TABLE2)}): no CIFAR-10 data offline; the section "
        "gives the paper's numbers and the command that runs it"],
       ["Table 3", "keyword-spotting accuracy", f"[C = 1.0 rows]({anchor(TABLE3)}), {kws_rounds} rounds; the "
-       f"one-keyword cell at [200 rounds]({anchor(KWS200)}); C = 0.5 rows: "
-       + (f"{half} finished runs" if half else "no runs on this page yet")],
+       f"one-keyword cell at [200 rounds]({anchor(KWS200)}); [C = 0.5 rows]({anchor(KWS_HALF)}): "
+       + (console.plural(half, "finished run") if half else "no runs on this page yet")],
       ["Fig. 3", "μ of P(h|ψ), FA+RM+AH, C = 1.0", f"[MNIST and KWS columns]({anchor(FIG3)}); the CIFAR-10 "
        "column needs Table 2's runs"],
       ["Table 4", "seconds for a client's 30 steps", f"[MNIST, CIFAR-10 and KWS rows]({anchor(TABLE4)}) on "

@@ -19,7 +19,8 @@ its PNGs:
    clients for FA, FA+RM, FA+RM+AH; AH's rounds at its grid's top lr (`collapses`); FA against
    FA+RM where FA fails (`rescue`); the one-keyword cell at 200 rounds, judged by the rule
    committed before its runs (`kws200`: records under ROOT/horizon200, made by
-   `python -m tff_robust.experiments --table=rmah_table3 --rounds=200`, not started here);
+   `python -m tff_robust.experiments --table=rmah_table3 --rounds=200`, not started here); its C = 0.5
+   rows (`kws_half`: records at the top of ROOT, not started here either);
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
    first and last values in every run judged against the seed's reading (`fig3`);
 4. test accuracy per round of every method on each non-iid row (mean line, min..max band);
@@ -78,6 +79,7 @@ from tff_robust.experiments.page.plan import (  # noqa: E402
 from tff_robust.experiments.page.seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, RMAH_TABLE1, RMAH_TABLE3, RMAH_TABLE4)
 from tff_robust.experiments.page.verdicts import RULE, Claim, claims_table, judge  # noqa: E402
+from tff_robust.experiments.page import kws_half  # noqa: E402
 
 
 # ---- drawing ------------------------------------------------------------------------------
@@ -230,6 +232,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   collapses.section(page, runs, METHOD_LABELS)
   rescue.section(page, root)
   kws200.section(page, root)
+  kws_half.section(page, root)
 
 
 def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
@@ -371,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "own runner on data that installs with it or that it makes; nothing is tuned on a test "
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
   page.lines += ["## How a verdict is read", "", RULE, ""]
-  page.lines += coverage.index_lines(collections.Counter(r.cell.row for r in t3 if r.status() == ex.DONE),
+  page.lines += coverage.index_lines(collections.Counter(r.cell.row for r in t3 if r.status() == ex.DONE)
+                                     + kws_half.finished_by_row(root),
                                      plan.rounds, plan.kws_rounds)
   section_table1(page, plan, t1)
   page.lines += horizon.sections(plan.rounds, t1, root, dict(T1_ROWS))
@@ -388,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   page.lines += commits.lines({
       "Table 1": [r.output_dir for r in t1 if r.status() == ex.DONE],
       "Table 3": [r.output_dir for r in t3 if r.status() == ex.DONE],
+      "Table 3, C = 0.5": kws_half.finished_dirs(root),
       "Seed 004": [r.output_dir for r in s4 + final if r.status() == ex.DONE],
       "Seed 002": [r.output_dir for r in s2 if r.status() == ex.DONE],
       "`horizon200/` (the horizon sections and Table 3 at 200 rounds)": commits.records_under(

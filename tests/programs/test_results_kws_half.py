@@ -1,0 +1,211 @@
+"""Table 3's C = 0.5 rows on the results page (`tff_robust.experiments.page.kws_half`), on run
+folders made here in the runner's format (experiment.json, final_metrics.json, metrics.csv,
+hparams.cfg): the numbers against hand computations, the missing runs and the command that makes
+them, the index's link, and the same text from the same records."""
+
+import json
+import os
+import shlex
+
+import pytest
+
+from helpers.fake_page import FakePage
+
+from tff_robust.experiments import __main__ as runner
+from tff_robust.experiments import build_table, plan, select
+from tff_robust.experiments.page import coverage, kws_half
+from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
+from tff_robust.experiments.runs import REPO
+
+COMMIT = "abc1234567890def"
+FA_SCHEDULE = ("--client_lr=0.01", "--local_steps=20", "--client_lr=0.05", "--local_steps=2")
+AH_START = ("--client_lr=0.01", "--local_steps=20", "--ah_init_lr=0.1", "--ah", "--ah_init_lr=0.01",
+            "--ah_init_steps=20")
+
+
+def _run(root, row, method, seed, accuracy=None, last_round=30, commit=COMMIT, corpus="/data/kws_corpus"):
+  """A run folder as `python -m tff_robust.main` leaves it: finished when ``accuracy`` (a fraction)
+  is given, else stopped after ``last_round``."""
+  folder = os.path.join(root, kws_half.name(row, method, seed))
+  os.makedirs(folder)
+  schedule = (FA_SCHEDULE if row == "c0.5_noniid" and method in ("fa", "fa_rm") else
+              AH_START if "ah" in method else FA_SCHEDULE[:2])
+  flags = ["--rounds=200", "--rounds_per_eval=10", *schedule, "--client_fraction=0.5", "--rounds=30",
+           f"--data_dir={corpus}", f"--seed={seed}", f"--experiment_name={os.path.basename(folder)}"]
+  with open(os.path.join(folder, "experiment.json"), "w") as f:
+    json.dump({"cell": f"rmah_kws_{row}_{method}", "seed": seed, "flags": flags,
+               "command": "python -m tff_robust.main " + " ".join(flags), "commit": commit}, f, indent=1)
+  with open(os.path.join(folder, "hparams.cfg"), "w") as f:
+    f.write("\n".join(flags) + "\n")
+  with open(os.path.join(folder, "metrics.csv"), "w") as f:
+    f.write("round,train_loss,train_accuracy,test_accuracy,test_loss\n")
+    for t in range(1, last_round + 1):
+      test = f"{accuracy},2.0" if accuracy is not None and t == last_round else ","
+      f.write(f"{t},1.5,0.5,{test}\n")
+  if accuracy is not None:
+    with open(os.path.join(folder, "final_metrics.json"), "w") as f:
+      json.dump({"test_accuracy": accuracy, "test_loss": 2.0, "val_accuracy": accuracy, "val_loss": 2.0}, f)
+
+
+# (row, method, seed) -> final test accuracy (a fraction); None: stopped at the round given.
+RUNS = {
+    ("c0.5_noniid", "fa", 0): 0.12, ("c0.5_noniid", "fa", 1): 0.14,
+    ("c0.5_noniid", "fa_rm", 0): 0.50, ("c0.5_noniid", "fa_rm", 1): 0.60,
+    ("c0.5_noniid", "fa_ah", 0): 0.11, ("c0.5_noniid", "fa_ah", 1): 7,
+    ("c0.5_noniid", "fa_rm_ah", 0): 0.10, ("c0.5_noniid", "fa_rm_ah", 1): 0.20,
+    ("c0.5_iid", "fa", 0): 0.80, ("c0.5_iid", "fa", 1): 0.84,
+    ("c0.5_iid", "fa_ah", 0): 12,
+    ("c0.5_iid", "fa_rm_ah", 0): 0.85, ("c0.5_iid", "fa_rm_ah", 1): 0.89,
+}
+
+
+def _make(root, order=sorted):
+  for (row, method, seed) in order(RUNS):
+    value = RUNS[(row, method, seed)]
+    if isinstance(value, int):
+      _run(root, row, method, seed, last_round=value)
+    else:
+      _run(root, row, method, seed, value, commit="" if (method, seed) == ("fa_ah", 0) else COMMIT)
+
+
+def _section(root):
+  page = FakePage(os.path.join(str(root), "docs"))
+  kws_half.section(page, str(root))
+  return page
+
+
+def _rows(lines, first):
+  return [line for line in lines if line.startswith(f"| {first} |")]
+
+
+def test_the_tables_hold_the_hand_computed_numbers(tmp_path):
+  _make(str(tmp_path))
+  lines = _section(tmp_path).lines
+  assert lines[0] == f"### {coverage.KWS_HALF}"
+  # FA: 12, 14 -> 13.0 ± sd 1.41; FA+RM: 50, 60 -> 55.0 ± 7.07; FA+RM+AH 10, 20; FA+AH seed 0 only.
+  accuracy, difference = _rows(lines, "one keyword per client")
+  assert accuracy == ("| one keyword per client | 13.0 ± 1.41 (2) | 11.45 ± 1.7 | 55.0 ± 7.07 (2) | 60.7 ± 3.3 "
+                      "| 11.0 (1) | 10.0 ± 0.3 | 15.0 ± 7.07 (2) | 74.9 ± 2.5 |")
+  # D per seed: FA+RM 38, 46 -> +42.0, SE sd/√2 = 4.0; FA+AH −1 (seed 0); FA+RM+AH −2, +6 -> +2.0 ± 4.0.
+  assert difference == ("| one keyword per client | +42.0 ± 4.0 (2) | +49.25 | -1.0 (1) | -1.45 "
+                        "| +2.0 ± 4.0 (2) | +63.45 |")
+  accuracy, difference = _rows(lines, "iid")
+  assert accuracy == ("| iid | 82.0 ± 2.83 (2) | 91.4 ± 0.3 | not on record | 91.0 ± 0.2 "
+                      "| unfinished: round 12 of 30 | 93.2 ± 0.4 | 87.0 ± 2.83 (2) | 94.3 ± 0.1 |")
+  assert difference == "| iid | no paired seed | -0.4 | no paired seed | +1.8 | +5.0 ± 0.0 (2) | +2.9 |"
+  claims = [line for line in lines if line.startswith("| FA+RM")]
+  assert claims == [f"| {ORDERINGS_T3_HALF[0].sentence} | +2.00 ± 4.00: within noise |",
+                    f"| {ORDERINGS_T3_HALF[1].sentence} | +42.00 ± 4.00: held |"]
+
+
+def test_missing_runs_are_named_with_the_command_that_makes_them(tmp_path):
+  _make(str(tmp_path))
+  lines = _section(tmp_path).lines
+  assert "**Runs missing** (of seeds 0 and 1, 30 rounds):" in lines
+  assert "- one keyword per client: FA+AH seed 1 unfinished (round 7 of 30)." in lines
+  assert ("- iid: FA+RM seeds 0, 1 not on record; FA+AH seed 0 unfinished (round 12 of 30), seed 1 not on record."
+          in lines)
+  command = lines[lines.index("```sh") + 1]
+  assert command == ("python -m tff_robust.experiments --table=rmah_table3 --rows=c0.5_noniid,c0.5_iid "
+                     "--methods=FA,FA+RM,FA+AH,FA+RM+AH --seeds=2 --rounds=30 --data_dir=/data/kws_corpus "
+                     f"--root_output_dir={tmp_path}")  # the corpus the records name: they resume on it
+  assert lines.index("```sh") < lines.index("| clients | FA | paper | FA+RM | paper | FA+AH | paper | FA+RM+AH | paper |")
+
+
+def test_the_command_makes_exactly_the_runs_the_section_reads(tmp_path):
+  args = runner.parse_args(shlex.split(kws_half.command(str(tmp_path), "/data/kws_corpus"))[3:])
+  table = select(build_table(args.table), args.methods.split(","), args.rows.split(","))
+  names = {r.experiment_name for r in plan(table, args.seeds, args.root_output_dir)}
+  assert names == {kws_half.name(row, m, s) for row, _ in kws_half.ROWS for m, _ in kws_half.METHODS
+                   for s in kws_half.SEEDS}
+  assert (args.rounds, args.data_dir, args.root_output_dir) == (30, "/data/kws_corpus", str(tmp_path))
+
+
+def test_horizon_schedule_and_commits_are_the_records(tmp_path):
+  _make(str(tmp_path))
+  text = "\n".join(_section(tmp_path).lines)
+  assert ("**Horizon: 30 rounds**, as the finished runs record it (`--rounds`), against the flagfiles' 200, whose "
+          "decay schedule of FA's lr and steps acts at rounds 50, 100, 150") in text
+  assert ("lr 0.01 × 20 steps for one keyword per client FA+AH (AH's start), one keyword per client FA+RM+AH "
+          "(AH's start), iid FA, iid FA+AH (AH's start), iid FA+RM+AH (AH's start); lr 0.05 × 2 steps for "
+          "one keyword per client FA, one keyword per client FA+RM.") in text
+  assert ("Each run's recorded commit: commit abc1234567: `rmah_kws_c0.5_noniid_fa_s{0,1}`, "
+          "`rmah_kws_c0.5_noniid_fa_rm_s{0,1}`, `rmah_kws_c0.5_noniid_fa_ah_s1`, `rmah_kws_c0.5_noniid_fa_rm_ah_s{0,1}`, "
+          "`rmah_kws_c0.5_iid_fa_s{0,1}`, `rmah_kws_c0.5_iid_fa_ah_s0`, `rmah_kws_c0.5_iid_fa_rm_ah_s{0,1}`; "
+          "no commit recorded: `rmah_kws_c0.5_noniid_fa_ah_s0`.") in text
+  assert kws_half.finished_by_row(str(tmp_path)) == {"c0.5_noniid": 7, "c0.5_iid": 4}
+  assert len(kws_half.finished_dirs(str(tmp_path))) == 11
+
+
+def test_without_records_the_section_says_so_and_gives_the_command(tmp_path):
+  os.makedirs(tmp_path / "rmah_kws_c1.0_noniid_fa_s0")  # another row's run: not one of these
+  _run(str(tmp_path), "c0.5_noniid", "fa_wd", 0, 0.5)  # a method the section does not show
+  page = _section(tmp_path)
+  assert page.lines[2].startswith("Half the ten clients a round (C = 0.5)")
+  for text in ("FA 11.45 ± 1.7, FA+RM 60.7 ± 3.3, FA+RM+AH 74.9 ± 2.5", "validation-chosen schedule, lr 0.05 × 2 steps",
+               "the iid row keeps the flagfiles' 0.01 × 20, AH starts at 0.01 × 20",
+               "The runs are 30 rounds; the flagfiles' own horizon is 200"):
+    assert text in page.lines[2], text
+  assert page.lines[4] == ("**Runs pending**: none of the 16 runs of these rows (FA, FA+RM, FA+AH, FA+RM+AH on "
+                           "one-keyword and on iid clients, seeds 0 and 1, 30 rounds) is on record in the page's "
+                           "runs root yet.")
+  assert page.lines[9] == ("python -m tff_robust.experiments --table=rmah_table3 --rows=c0.5_noniid,c0.5_iid "
+                           "--methods=FA,FA+RM,FA+AH,FA+RM+AH --seeds=2 --rounds=30 "
+                           f"--data_dir={tmp_path}/kws_corpus --root_output_dir={tmp_path}")
+  assert not any(line.startswith("|") for line in page.lines) and page.drawn == []
+  assert kws_half.finished_by_row(str(tmp_path)) == {} and kws_half.finished_dirs(str(tmp_path / "absent")) == []
+
+
+def test_a_checkouts_runs_root_is_named_from_the_checkout_so_every_copy_reads_the_same(tmp_path):
+  for checkout in (REPO, str(tmp_path / "elsewhere" / "copy")):
+    root = os.path.join(checkout, "docs", "runs")
+    assert kws_half.shown(root) == os.path.join("docs", "runs")
+    assert kws_half.data_dir({}, root) == os.path.join("docs", "runs", "kws_corpus")
+    rec = kws_half.Record("x", 50.0, 30, 30, {"data_dir": "$ROOT/kws_corpus"})
+    assert kws_half.data_dir({("c0.5_iid", "fa"): {0: rec}}, root) == os.path.join("docs", "runs", "kws_corpus")
+  assert kws_half.shown(str(tmp_path / "runs")) == str(tmp_path / "runs")
+
+
+def test_the_same_records_give_the_same_section(tmp_path):
+  a, b = tmp_path / "a", tmp_path / "b"
+  _make(str(a))
+  _make(str(b), order=lambda keys: sorted(keys, reverse=True))
+  first, again = _section(a).lines, _section(a).lines
+  assert first == again
+  assert [line.replace(str(b), str(a)) for line in _section(b).lines] == first
+
+
+@pytest.mark.parametrize("claim, method", list(zip(ORDERINGS_T3_HALF, ("fa_rm_ah", "fa_rm"))))
+def test_the_claims_quote_the_papers_row(claim, method):
+  paper = RMAH_TABLE3["c0.5_noniid"]
+  assert claim.rows == ("c0.5_noniid",) and claim.parts == ((method, "fa", 0.0),)
+  assert f"(the paper: {paper[method].split(' ± ')[0]} vs {paper['fa'].split(' ± ')[0]})" in claim.sentence
+
+
+def test_the_index_links_the_section():
+  assert coverage.anchor(coverage.KWS_HALF) == "#table-3s-c--05-rows"
+  line = "".join(coverage.index_lines({"c0.5_noniid": 3, "c0.5_iid": 2, "c1.0_iid": 6}, 60, 30))
+  assert "[C = 0.5 rows](#table-3s-c--05-rows): 5 finished runs" in line
+  assert "[C = 0.5 rows](#table-3s-c--05-rows): 1 finished run |" in "".join(coverage.index_lines({"c0.5_iid": 1}, 60, 30))
+
+
+def test_a_corpus_under_the_records_own_root_is_named_under_this_root(tmp_path):
+  """A record made under another root names its corpus there (absolute): the runner reads it as
+  ``$ROOT/kws_corpus``, so the command that resumes it names this root's."""
+  _run(str(tmp_path), "c0.5_iid", "fa", 0, last_round=3, corpus="/elsewhere/runs/kws_corpus")
+  with open(tmp_path / kws_half.name("c0.5_iid", "fa", 0) / "experiment.json") as f:
+    record = json.load(f)
+  record["command"] += " --root_output_dir=/elsewhere/runs"
+  with open(tmp_path / kws_half.name("c0.5_iid", "fa", 0) / "experiment.json", "w") as f:
+    json.dump(record, f)
+  lines = _section(tmp_path).lines
+  assert lines[lines.index("```sh") + 1].endswith(f"--data_dir={tmp_path}/kws_corpus --root_output_dir={tmp_path}")
+
+
+def test_runs_of_other_horizons_are_counted_apart(tmp_path):
+  _make(str(tmp_path))
+  path = tmp_path / kws_half.name("c0.5_iid", "fa", 1) / "experiment.json"
+  record = json.loads(path.read_text())
+  record["flags"].append("--rounds=60")
+  path.write_text(json.dumps(record))
+  assert "**Horizon: 30 rounds (10 runs), 60 rounds (1 run)**" in "\n".join(_section(tmp_path).lines)
