@@ -70,7 +70,8 @@ from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
 from tff_robust.experiments.page import (  # noqa: E402
-    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, rescue, robust, timings, tuned)
+    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, kws_half, rescue, robust, timings,
+    tuned)
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, TABLE3_CELLS, TEST_LOSS, Plan, StudyRun, build_corpus, by_seed,
     count_test_clips, flagfile_rounds, fmt, load_bench, means, page_date, record_page_date, run_bench,
@@ -79,7 +80,6 @@ from tff_robust.experiments.page.plan import (  # noqa: E402
 from tff_robust.experiments.page.seeds import (  # noqa: E402
     ORDERINGS_T1, ORDERINGS_T3, RMAH_TABLE1, RMAH_TABLE3, RMAH_TABLE4)
 from tff_robust.experiments.page.verdicts import RULE, Claim, claims_table, judge  # noqa: E402
-from tff_robust.experiments.page import kws_half  # noqa: E402
 
 
 # ---- drawing ------------------------------------------------------------------------------
