@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import attacks, client_work, evaluation, process
+from tff_robust.algorithms import attacks, client_work, evaluation, process, process_for_task
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
 from tff_robust.runtime.context import WorkerDiedError, tff_runtime
 from tff_robust.runtime.workers import local_workers
@@ -58,7 +58,11 @@ def train(p, clients, rounds, fraction):
   return state
 
 
-ATTACK_ROUNDS = 15  # margins measured at 10-25 rounds: about the same from round 15 on
+# Margins measured at 10-25 rounds, about the same from round 12 on. Accuracy at rounds 10 / 12 / 15:
+# clean 0.89 / 0.915 / 0.9375; under sign flip, the mean 0.30 / 0.27 / 0.24, the median 0.8525 /
+# 0.8775 / 0.905, the trimmed mean 0.84 / 0.88 / 0.90 (the clean run's -0.05 is 0.84 / 0.865 /
+# 0.8875: at 10 the trimmed mean ties it); scaled 0.41 / 0.435 / 0.36, gaussian 0.57 / 0.625 / 0.56.
+ATTACK_ROUNDS = 12
 
 
 def attack_clients():
@@ -142,14 +146,22 @@ def test_divergence_guard_rejects_exploding_rounds(tff_rt, tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+@functools.lru_cache(maxsize=None)
+def _norm_guard_process():
+  """The toy FedAvg process the guard's runs share (the guard is the driver's, not the process'):
+  what `loop.build_training_loop` builds for it (no f to resolve, no DP, no server validation)."""
+  task = toy.toy_task()
+  cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=4, batch_size=8), seed=4)
+  return process_for_task.build_process_for_task(task, cfg).process
+
+
 def _norm_guard_run(tmp_path, rounds, **guard):
   """Toy FedAvg whose clients' features are 100× larger from round 4 on (a corrupted feed): the
   aggregated update's norm jumps, as in a round of AH's top rate."""
   task = toy.toy_task()
-  cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=4, batch_size=8), seed=4)
   lcfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=rounds, clients_per_round=3, seed=1,
                          rounds_per_checkpoint=1, **guard)
-  driver = loop.build_training_loop(task, cfg, lcfg)
+  driver = loop.TrainingLoop(_norm_guard_process(), task, lcfg)
   feed = driver.client_input
 
   def spiking(cid, round_num, byzantine=False):
