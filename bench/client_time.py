@@ -32,7 +32,8 @@ from tff_robust import tasks  # noqa: E402
 from tff_robust.common import strict_json  # noqa: E402
 from tff_robust.algorithms import client, client_work, evaluation, methods  # noqa: E402
 from tff_robust.algorithms.process_for_task import build_process_for_task, model_spec  # noqa: E402
-from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig  # noqa: E402
+from tff_robust.algorithms.methods.ah.options import AHConfig  # noqa: E402
 from tff_robust.algorithms.methods.rm.options import RMConfig  # noqa: E402
 from tff_robust.algorithms.methods.wd import WDConfig  # noqa: E402
 from tff_robust.runtime.context import tff_runtime  # noqa: E402

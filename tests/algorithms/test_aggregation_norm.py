@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from tff_robust.algorithms import process, process_for_task
-from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.methods.ah.options import AHConfig
 from tff_robust.simulation import loop, selection
 from tff_robust.tasks.base import Task, sparse_accuracy
 from tff_robust.tasks.partition import client_data_from_arrays

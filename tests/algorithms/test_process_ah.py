@@ -7,7 +7,8 @@ import tensorflow as tf
 from tff_robust.algorithms import client_work, evaluation, process
 from tff_robust.algorithms.methods.ah import reinforce
 from tff_robust.algorithms.methods.ah import hparam_grid
-from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.methods.ah.options import AHConfig
 from tff_robust.simulation import loop
 
 from helpers import toy

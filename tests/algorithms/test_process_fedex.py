@@ -9,7 +9,8 @@ import tensorflow as tf
 from tff_robust.algorithms import process
 from tff_robust.algorithms.methods.fedex import update as fedex
 from tff_robust.algorithms.methods.fedex import space as fedex_space
-from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
+from tff_robust.algorithms.methods.fedex.space import FedExConfig
 
 from helpers import toy
 

@@ -5,6 +5,7 @@ with a sub-config (--ah, --fedex) builds that config's defaults."""
 import dataclasses
 
 from tff_robust.algorithms import config
+from tff_robust.algorithms.methods.ah.options import AHConfig
 from tff_robust.algorithms.methods import registry
 from tff_robust.algorithms.methods.er import ERConfig
 from tff_robust.algorithms.methods.fedex import space as fedex_space
@@ -55,6 +56,6 @@ def test_the_held_methods_options_come_from_their_flags():
 
 
 def test_a_sub_config_switched_on_by_its_flag_has_its_defaults():
-  _assert_same_fields(parse("--ah").process.ah, config.AHConfig())
+  _assert_same_fields(parse("--ah").process.ah, AHConfig())
   fedex = parse("--fedex").process.fedex
   _assert_same_fields(fedex.options, fedex_space.FedExOptions())

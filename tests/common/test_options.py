@@ -8,6 +8,7 @@ import pytest
 from absl import flags
 
 from tff_robust.algorithms import config
+from tff_robust.algorithms.methods.ah.options import AHConfig
 from tff_robust.algorithms.methods.fedex import update as fedex
 from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms.methods.er import ERConfig
@@ -33,7 +34,7 @@ def test_no_flag_cli_builds_the_default_dataclasses():
   assert os.path.basename(paths.default_root()) == f"tff_robust-{getpass.getuser()}"  # one per user
   assert (run.task, run.process.options_of(RMConfig).client_state, run.workers) == ("mnist", "persist", ())
   with_ah = parse("--ah", "--fedex", "--fedex_learning_rate=none")
-  assert with_ah.process.ah == config.AHConfig()
+  assert with_ah.process.ah == AHConfig()
   assert with_ah.process.fedex.options == fedex_space.FedExOptions()
 
 
@@ -62,9 +63,9 @@ def test_every_flag_default_is_its_field_default():
     (lambda: config.ServerConfig(opt="sgd", momentum=0.5), ["--server_momentum=0.5"]),
     (lambda: config.ProcessConfig(aggregation_norm="some"), ["--aggregation_norm=some"]),
     (lambda: config.ProcessConfig(client=config.ClientConfig(local_steps=0, local_epochs=1),
-                                  ah=config.AHConfig()), ["--ah", "--local_steps=0", "--local_epochs=1"]),
-    (lambda: config.AHConfig(baseline="median"), ["--ah", "--ah_baseline=median"]),
-    (lambda: config.AHConfig(steps_grid=(0, 5)), ["--ah", "--ah_steps_grid=0,5"]),
+                                  ah=AHConfig()), ["--ah", "--local_steps=0", "--local_epochs=1"]),
+    (lambda: AHConfig(baseline="median"), ["--ah", "--ah_baseline=median"]),
+    (lambda: AHConfig(steps_grid=(0, 5)), ["--ah", "--ah_steps_grid=0,5"]),
     (lambda: config.RobustConfig(aggregator="mode"), ["--aggregator=mode"]),
     (lambda: LoopConfig(output_dir="x", rounds=0), ["--rounds=0"]),
     (lambda: LoopConfig(output_dir="x", divergence_factor=0.5), ["--divergence_factor=0.5"]),
@@ -101,7 +102,7 @@ def test_dataclass_replace_validates_again():
 def _number_flags():
   """Every float flag of main and every list-of-floats flag, with the flags that make it count."""
   definitions.define_flags()
-  enable = {config.AHConfig: ("--ah",), fedex_space.FedExOptions: ("--fedex",),
+  enable = {AHConfig: ("--ah",), fedex_space.FedExOptions: ("--fedex",),
             privacy.DPConfig: ("--dp_noise_multiplier=1.0",)}
   for cls in definitions.CONFIGS:
     for field, meta in options.flag_fields(cls):

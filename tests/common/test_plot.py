@@ -8,7 +8,8 @@ import pytest
 
 from tff_robust import plot
 from tff_robust.algorithms import client_work, process
-from tff_robust.algorithms.config import AHConfig, ClientConfig, ProcessConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig
+from tff_robust.algorithms.methods.ah.options import AHConfig
 from tff_robust.simulation import loop
 
 from helpers import toy

@@ -204,7 +204,7 @@ def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp
   """A rejected round keeps the model, but not the round counter: the next round draws a new
   h_t (it is seeded by the round), and ψ keeps the rejected h_t's (clipped) reward while L_t
   stays the kept model's loss. Before, the whole state was kept and the same h_t came again."""
-  from tff_robust.algorithms.config import AHConfig  # pylint: disable=g-import-not-at-top
+  from tff_robust.algorithms.methods.ah.options import AHConfig  # pylint: disable=g-import-not-at-top
   task = toy.toy_task()
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1e4), seed=2,

@@ -92,7 +92,7 @@ def test_resolve_fills_the_cohort_and_delta_1_over_n_to_the_1_1():
     ({}, dict(clip_quantile=0.5, noise_multiplier=1.2), r"--dp_noise_multiplier=1.2 is not valid: .*< 0.1·m = 1 "),
 ])
 def test_resolve_refuses_what_the_run_would_leak(loop_kwargs, process_kwargs, match):
-  from tff_robust.algorithms.config import AHConfig  # pylint: disable=g-import-not-at-top
+  from tff_robust.algorithms.methods.ah.options import AHConfig  # pylint: disable=g-import-not-at-top
   ah = AHConfig() if process_kwargs.pop("ah", False) else None
   proc = _process(**process_kwargs)
   proc = ProcessConfig(weighting="uniform", robust=proc.robust, dp=proc.dp, ah=ah)

@@ -10,7 +10,8 @@ from tff_robust.algorithms.methods import fedex as fedex_method
 from tff_robust.algorithms.methods.fedex import update as fedex
 from tff_robust.algorithms.methods.rm import matching_client
 from tff_robust.algorithms.methods.fedex import space as fedex_space
-from tff_robust.algorithms.config import ClientConfig, FedExConfig, ProcessConfig
+from tff_robust.algorithms.config import ClientConfig, ProcessConfig
+from tff_robust.algorithms.methods.fedex.space import FedExConfig
 from tff_robust.algorithms.methods.rm.options import RMConfig
 from tff_robust.tuning import federated_eval
 

@@ -212,17 +212,6 @@ def _canonical(held: Any) -> tuple[Any, ...]:
 # module needs no import of the methods.
 _METHOD_CHECKS: list[Callable[[ProcessConfig], None]] = []
 
-def __getattr__(name: str):
-  """The methods' options once declared here, where scripts still import them from: `AHConfig`
-  (`methods.ah.options`) and `FedExConfig` (`methods.fedex.space`)."""
-  if name == "AHConfig":
-    from tff_robust.algorithms.methods.ah.options import AHConfig  # pylint: disable=g-import-not-at-top
-    return AHConfig
-  if name == "FedExConfig":
-    from tff_robust.algorithms.methods.fedex.space import FedExConfig  # pylint: disable=g-import-not-at-top
-    return FedExConfig
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def install_check(check: Callable[[ProcessConfig], None]) -> None:
   """Makes every `ProcessConfig` run ``check`` on construction (idempotent)."""
