@@ -34,7 +34,7 @@ FLAGS = flags.FLAGS
 # (rows, columns) of every table.
 GRIDS = {"rmah_table1": (4, 5), "rmah_table2": (4, 5), "rmah_table3": (4, 5),
          "rmah_table4": (3, 5), "rmah_fig3": (3, 2), "fedopt_constant": (4, 5),
-         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 4),
+         "fedopt_decay": (3, 5), "fedavg_keras_mnist": (4, 3), "robust_dp": (4, 5),
          "robust_byzantine": (10, 7)}
 RMAH_COLUMNS = ["FA", "FA+WD", "FA+RM+AH", "FA+RM", "FA+AH"]
 
@@ -251,7 +251,7 @@ def test_robust_dp_cells_parse_to_dp_fedavg_on_mnist_5k():
     assert (cfg.loop.client_fraction, cfg.loop.clients_per_round, cfg.loop.rounds) == (1.0, 0, 30)
     assert (cfg.process.weighting, cfg.process.robust.zeroing, cfg.process.client.local_steps) == ("uniform", False, 20)
     seen.add((dp.noise_multiplier, dp.clip))
-  assert seen == {(z, c) for z in (0.0, 0.1, 0.3, 1.0) for c in (0.1, 0.3, 1.0, 3.0)}
+  assert seen == {(z, c) for z in (0.0, 0.1, 0.3, 1.0) for c in (0.1, 0.3, 1.0, 3.0, 10.0)}
 
 
 def test_fedavg_keras_cells_parse():

@@ -48,13 +48,13 @@ def _runs(name, root):
 
 
 # Validation accuracy per (noise row, clip) over seeds 0-2; the rule picks the highest mean, ties to the
-# smaller C: z0 -> C = 3 (the largest), z0.1 -> C = 0.3, z0.3 -> C = 0.3 (tied with C = 1: 62.5 each),
+# smaller C: z0 -> C = 10 (the largest), z0.1 -> C = 0.3, z0.3 -> C = 0.3 (tied with C = 1: 62.5 each),
 # z1.0 -> C = 0.1 (the smallest).
-LOW, MID, HIGH = (0.5, 0.5, 0.5), (0.6, 0.62, 0.64), (0.7, 0.7, 0.73)
-VAL = {"z0": {"c0.1": LOW, "c0.3": LOW, "c1": MID, "c3": HIGH},
-       "z0.1": {"c0.1": LOW, "c0.3": HIGH, "c1": MID, "c3": LOW},
-       "z0.3": {"c0.1": LOW, "c0.3": (0.5, 0.625, 0.75), "c1": (0.625, 0.625, 0.625), "c3": LOW},
-       "z1.0": {"c0.1": HIGH, "c0.3": MID, "c1": LOW, "c3": LOW}}
+LOW, MID, HIGH, TOP = (0.5, 0.5, 0.5), (0.6, 0.62, 0.64), (0.7, 0.7, 0.73), (0.72, 0.72, 0.75)
+VAL = {"z0": {"c0.1": LOW, "c0.3": LOW, "c1": MID, "c3": HIGH, "c10": TOP},
+       "z0.1": {"c0.1": LOW, "c0.3": HIGH, "c1": MID, "c3": LOW, "c10": LOW},
+       "z0.3": {"c0.1": LOW, "c0.3": (0.5, 0.625, 0.75), "c1": (0.625, 0.625, 0.625), "c3": LOW, "c10": LOW},
+       "z1.0": {"c0.1": HIGH, "c0.3": MID, "c1": LOW, "c3": LOW, "c10": LOW}}
 EPS = {"z0": None, "z0.1": 412.0, "z0.3": 27.3, "z1.0": 4.56}
 
 
@@ -71,30 +71,30 @@ def test_the_clip_is_chosen_on_validation_with_its_test_accuracy_and_epsilon(tmp
   lines = robust.dp_section(str(tmp_path))
   head = lines.index("| Noise z | clip chosen on validation | validation acc (%) | test acc (%) | ε |")
   assert lines[head + 2:head + 6] == [
-      "| 0 (no noise) | C = 3 | 71.0 ± 1.0 | 41.0 ± 0.6 | ∞ (δ = 0.0794) |",
+      "| 0 (no noise) | C = 10 | 73.0 ± 1.0 | 41.0 ± 0.6 | ∞ (δ = 0.0794) |",
       "| 0.1 | C = 0.3 | 71.0 ± 1.0 | 73.0 ± 2.1 | 412 (δ = 0.0794) |",  # test (70, 72, 77): SE √13/√3
       "| 0.3 | C = 0.3 | 62.5 ± 7.2 | 41.0 ± 0.6 | 27.3 (δ = 0.0794) |",  # the tie goes to the smaller C
       "| 1.0 | C = 0.1 | 71.0 ± 1.0 | 41.0 ± 0.6 | 4.56 (δ = 0.0794) |"]
   text = "\n".join(lines)
-  assert "**Edge of the grid**: at z = 0 (no noise) the chosen clip, C = 3, is the grid's largest" in text
+  assert "**Edge of the grid**: at z = 0 (no noise) the chosen clip, C = 10, is the grid's largest" in text
   assert "**Edge of the grid**: at z = 1.0 the chosen clip, C = 0.1, is the grid's smallest" in text
   assert text.count("**Edge of the grid**") == 2
   assert "never on test" in text and not any(line.startswith("**Records") for line in lines)
   # The grids: every cell, the chosen ones marked, test and validation apart.
-  assert "| 0.1 | 41.0 ± 0.6 | 73.0 ± 2.1 (chosen) | 41.0 ± 0.6 | 41.0 ± 0.6 |" in lines
-  assert "| 0.1 | 50.0 ± 0.0 | 71.0 ± 1.0 (chosen) | 62.0 ± 1.2 | 50.0 ± 0.0 |" in lines
-  assert "Records: `robust/robust_dp_*`, made at commit 0123456789 (48 runs)." in lines
+  assert "| 0.1 | 41.0 ± 0.6 | 73.0 ± 2.1 (chosen) | 41.0 ± 0.6 | 41.0 ± 0.6 | 41.0 ± 0.6 |" in lines
+  assert "| 0.1 | 50.0 ± 0.0 | 71.0 ± 1.0 (chosen) | 62.0 ± 1.2 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in lines
+  assert "Records: `robust/robust_dp_*`, made at commit 0123456789 (60 runs)." in lines
 
 
 def test_choose_clip_waits_for_every_seed_of_the_row(tmp_path):
   _dp_records(tmp_path, skip={("z0.1", "c1", 2)})
   records = robust.gather(robust.DP, str(tmp_path))
-  assert [robust.choose_clip(records, r) for r in ("z0", "z0.1", "z0.3", "z1.0")] == ["c3", None, "c0.3", "c0.1"]
+  assert [robust.choose_clip(records, r) for r in ("z0", "z0.1", "z0.3", "z1.0")] == ["c10", None, "c0.3", "c0.1"]
   lines = robust.dp_section(str(tmp_path))
-  assert "| 0.1 | no choice yet (11 of 12 runs in) |  |  |  |" in lines
-  assert "| 0.1 | 41.0 ± 0.6 | 73.0 ± 2.1 | 40.5 ± 0.5 (2/3) | 41.0 ± 0.6 |" in lines
+  assert "| 0.1 | no choice yet (14 of 15 runs in) |  |  |  |" in lines
+  assert "| 0.1 | 41.0 ± 0.6 | 73.0 ± 2.1 | 40.5 ± 0.5 (2/3) | 41.0 ± 0.6 | 41.0 ± 0.6 |" in lines
   status = next(line for line in lines if line.startswith("**Records incomplete**"))
-  assert status.startswith("**Records incomplete**: 47 of 48 runs on record under `robust/`; not finished: "
+  assert status.startswith("**Records incomplete**: 59 of 60 runs on record under `robust/`; not finished: "
                            "`robust_dp_z0.1_c1_s2`.")
   assert (f"`python -m tff_robust.experiments --table=robust_dp --seeds=3 "
           f"--root_output_dir={tmp_path}/robust`") in status
@@ -111,13 +111,13 @@ def test_a_record_made_with_other_flags_is_not_read(tmp_path):
     json.dump(record, f)
   lines = robust.dp_section(str(tmp_path))
   status = next(line for line in lines if line.startswith("**Records incomplete**"))
-  assert "47 of 48 runs" in status
+  assert "59 of 60 runs" in status
   assert ("Made with other flags than today's (not read; the runner refuses to reuse them, so remove them first): "
           "`robust_dp_z0_c3_s0`." in status)
-  assert "| 0 (no noise) | no choice yet (11 of 12 runs in) |  |  |  |" in lines
+  assert "| 0 (no noise) | no choice yet (14 of 15 runs in) |  |  |  |" in lines
 
 
-@pytest.mark.parametrize("name, section, runs", [(robust.DP, robust.dp_section, 48),
+@pytest.mark.parametrize("name, section, runs", [(robust.DP, robust.dp_section, 60),
                                                  (robust.BYZANTINE, robust.byzantine_section, 210)])
 def test_without_records_the_section_says_so_and_gives_the_command(tmp_path, name, section, runs):
   lines = section(str(tmp_path))  # no ROOT/robust at all (the reduced page's ROOT)

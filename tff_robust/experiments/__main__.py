@@ -35,7 +35,7 @@ runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Ta
 * ``fedavg_keras_mnist``: MNIST 2NN / CNN, C = 0.1 / 0.2, weighting by examples, validation
   accuracy or training accuracy.
 * ``robust_dp``: DP-FedAvg on MNIST-5k, test accuracy for noise z in {0, 0.1, 0.3, 1.0} x clip
-  C in {0.1, 0.3, 1, 3}; per noise level the clip is chosen by validation accuracy (`tables`).
+  C in {0.1, 0.3, 1, 3, 10}; per noise level the clip is chosen by validation accuracy (`tables`).
 * ``robust_byzantine``: MNIST-5k (offline), 10 iid clients, 30 rounds: the mean, median,
   trimmed mean, Krum, Multi-Krum, Bulyan and the geometric median against no attack and
   1-3 of 10 clients sending sign-flipped, Gaussian or scaled updates.

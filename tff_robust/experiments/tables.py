@@ -260,8 +260,9 @@ def _fedavg_keras_mnist() -> Table:
 # norms in a pilot (median 0.6-1.0 over rounds 1-10), so z = 0, C = 3 is FedAvg with uniform weights.
 ROBUST_DP_NOISE = (("z0", "0 (no noise)", "0"), ("z0.1", "0.1", "0.1"), ("z0.3", "0.3", "0.3"),
                    ("z1.0", "1.0", "1.0"))
+# C = 10 extends the grid past the first runs' edge choice (z = 1.0 chose C = 3, its largest).
 ROBUST_DP_CLIPS = (("c0.1", "C = 0.1", "0.1"), ("c0.3", "C = 0.3", "0.3"), ("c1", "C = 1", "1"),
-                   ("c3", "C = 3", "3"))
+                   ("c3", "C = 3", "3"), ("c10", "C = 10", "10"))
 
 
 def _robust_dp() -> Table:
