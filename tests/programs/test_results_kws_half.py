@@ -1,6 +1,7 @@
 """Table 3's C = 0.5 rows on the results page (`tff_robust.experiments.page.kws_half`), on run
-folders made here in the runner's format (experiment.json, final_metrics.json, metrics.csv,
-hparams.cfg): the numbers against hand computations, the missing runs and the command that makes
+folders made here in the runner's format (experiment.json with the runner's flags, data.json,
+final_metrics.json, metrics.csv): the numbers against hand computations, the runs the runner
+counts done, unfinished or made with other flags, the missing runs and the command that makes
 them, the index's link, and the same text from the same records."""
 
 import json
@@ -12,39 +13,40 @@ import pytest
 from helpers.fake_page import FakePage
 
 from tff_robust.experiments import __main__ as runner
-from tff_robust.experiments import build_table, plan, select
+from tff_robust.experiments import Overrides, build_table, plan, select
 from tff_robust.experiments.page import coverage, kws_half
 from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
 from tff_robust.experiments.runs import REPO
 
 COMMIT = "abc1234567890def"
-FA_SCHEDULE = ("--client_lr=0.01", "--local_steps=20", "--client_lr=0.05", "--local_steps=2")
-AH_START = ("--client_lr=0.01", "--local_steps=20", "--ah_init_lr=0.1", "--ah", "--ah_init_lr=0.01",
-            "--ah_init_steps=20")
+PRINT = "d91e78de"  # the corpus's fingerprint (data.json, kws_corpus.json)
 
 
-def _run(root, row, method, seed, accuracy=None, last_round=30, commit=COMMIT, corpus="/data/kws_corpus"):
-  """A run folder as `python -m tff_robust.main` leaves it: finished when ``accuracy`` (a fraction)
-  is given, else stopped after ``last_round``."""
-  folder = os.path.join(root, kws_half.name(row, method, seed))
-  os.makedirs(folder)
-  schedule = (FA_SCHEDULE if row == "c0.5_noniid" and method in ("fa", "fa_rm") else
-              AH_START if "ah" in method else FA_SCHEDULE[:2])
-  flags = ["--rounds=200", "--rounds_per_eval=10", *schedule, "--client_fraction=0.5", "--rounds=30",
-           f"--data_dir={corpus}", f"--seed={seed}", f"--experiment_name={os.path.basename(folder)}"]
-  with open(os.path.join(folder, "experiment.json"), "w") as f:
-    json.dump({"cell": f"rmah_kws_{row}_{method}", "seed": seed, "flags": flags,
-               "command": "python -m tff_robust.main " + " ".join(flags), "commit": commit}, f, indent=1)
-  with open(os.path.join(folder, "hparams.cfg"), "w") as f:
-    f.write("\n".join(flags) + "\n")
-  with open(os.path.join(folder, "metrics.csv"), "w") as f:
+def _corpus(root):
+  return os.path.join(str(root), "kws_corpus")
+
+
+def _run(root, row, method, seed, accuracy=None, last_round=30, commit=COMMIT, corpus=None, rounds=30):
+  """A run folder as the runner and `python -m tff_robust.main` leave it (on ``corpus``, else the
+  page's): finished when ``accuracy`` (a fraction) is given, else stopped after ``last_round``."""
+  table = select(build_table("rmah_table3"), rows=[row])
+  planned = plan(table, seed + 1, str(root), Overrides(rounds=rounds, data_dir=corpus or _corpus(root)))
+  run = next(r for r in planned if r.experiment_name == kws_half.name(row, method, seed))
+  os.makedirs(run.output_dir)
+  with open(os.path.join(run.output_dir, "experiment.json"), "w") as f:
+    json.dump({"cell": run.cell.cell_id, "seed": seed, "flags": run.signature(),
+               "command": shlex.join(run.command("python")), "commit": commit}, f, indent=1)
+  with open(os.path.join(run.output_dir, "data.json"), "w") as f:
+    json.dump({"fingerprint": PRINT}, f)
+  with open(os.path.join(run.output_dir, "metrics.csv"), "w") as f:
     f.write("round,train_loss,train_accuracy,test_accuracy,test_loss\n")
     for t in range(1, last_round + 1):
       test = f"{accuracy},2.0" if accuracy is not None and t == last_round else ","
       f.write(f"{t},1.5,0.5,{test}\n")
   if accuracy is not None:
-    with open(os.path.join(folder, "final_metrics.json"), "w") as f:
+    with open(os.path.join(run.output_dir, "final_metrics.json"), "w") as f:
       json.dump({"test_accuracy": accuracy, "test_loss": 2.0, "val_accuracy": accuracy, "val_loss": 2.0}, f)
+  return run.output_dir
 
 
 # (row, method, seed) -> final test accuracy (a fraction); None: stopped at the round given.
@@ -68,9 +70,9 @@ def _make(root, order=sorted):
       _run(root, row, method, seed, value, commit="" if (method, seed) == ("fa_ah", 0) else COMMIT)
 
 
-def _section(root):
+def _section(root, base=REPO):
   page = FakePage(os.path.join(str(root), "docs"))
-  kws_half.section(page, str(root))
+  kws_half.section(page, kws_half.gather(str(root), _corpus(root)), str(root), _corpus(root), base)
   return page
 
 
@@ -107,18 +109,26 @@ def test_missing_runs_are_named_with_the_command_that_makes_them(tmp_path):
           in lines)
   command = lines[lines.index("```sh") + 1]
   assert command == ("python -m tff_robust.experiments --table=rmah_table3 --rows=c0.5_noniid,c0.5_iid "
-                     "--methods=FA,FA+RM,FA+AH,FA+RM+AH --seeds=2 --rounds=30 --data_dir=/data/kws_corpus "
-                     f"--root_output_dir={tmp_path}")  # the corpus the records name: they resume on it
+                     f"--methods=FA,FA+RM,FA+AH,FA+RM+AH --seeds=2 --rounds=30 --data_dir={tmp_path}/kws_corpus "
+                     f"--root_output_dir={tmp_path}")  # not under the page's checkout: absolute
+  assert not any(line.startswith("Made with other flags") for line in lines)
   assert lines.index("```sh") < lines.index("| clients | FA | paper | FA+RM | paper | FA+AH | paper | FA+RM+AH | paper |")
 
 
 def test_the_command_makes_exactly_the_runs_the_section_reads(tmp_path):
-  args = runner.parse_args(shlex.split(kws_half.command(str(tmp_path), "/data/kws_corpus"))[3:])
+  """Run from the page's checkout, the command plans the runs `kws_half.runs` reads, flag for flag."""
+  checkout = tmp_path / "copy"
+  root = str(checkout / "docs" / "runs")
+  command = kws_half.command(root, _corpus(root), str(checkout))
+  assert command.endswith("--data_dir=docs/runs/kws_corpus --root_output_dir=docs/runs")
+  args = runner.parse_args(shlex.split(command)[3:])
   table = select(build_table(args.table), args.methods.split(","), args.rows.split(","))
-  names = {r.experiment_name for r in plan(table, args.seeds, args.root_output_dir)}
-  assert names == {kws_half.name(row, m, s) for row, _ in kws_half.ROWS for m, _ in kws_half.METHODS
-                   for s in kws_half.SEEDS}
-  assert (args.rounds, args.data_dir, args.root_output_dir) == (30, "/data/kws_corpus", str(tmp_path))
+  made = plan(table, args.seeds, str(checkout / args.root_output_dir),
+              Overrides(args.rounds, data_dir=str(checkout / args.data_dir)))
+  read = kws_half.runs(root, _corpus(root))
+  assert sorted(r.flags() for r in made) == sorted(r.flags() for r in read)
+  assert {r.experiment_name for r in read} == {kws_half.name(row, m, s) for row, _ in kws_half.ROWS
+                                               for m, _ in kws_half.METHODS for s in kws_half.SEEDS}
 
 
 def test_horizon_schedule_and_commits_are_the_records(tmp_path):
@@ -133,8 +143,9 @@ def test_horizon_schedule_and_commits_are_the_records(tmp_path):
           "`rmah_kws_c0.5_noniid_fa_rm_s{0,1}`, `rmah_kws_c0.5_noniid_fa_ah_s1`, `rmah_kws_c0.5_noniid_fa_rm_ah_s{0,1}`, "
           "`rmah_kws_c0.5_iid_fa_s{0,1}`, `rmah_kws_c0.5_iid_fa_ah_s0`, `rmah_kws_c0.5_iid_fa_rm_ah_s{0,1}`; "
           "no commit recorded: `rmah_kws_c0.5_noniid_fa_ah_s0`.") in text
-  assert kws_half.finished_by_row(str(tmp_path)) == {"c0.5_noniid": 7, "c0.5_iid": 4}
-  assert len(kws_half.finished_dirs(str(tmp_path))) == 11
+  records = kws_half.gather(str(tmp_path), _corpus(tmp_path))
+  assert kws_half.finished_by_row(records) == {"c0.5_noniid": 7, "c0.5_iid": 4}
+  assert len(kws_half.finished_dirs(records)) == 11
 
 
 def test_without_records_the_section_says_so_and_gives_the_command(tmp_path):
@@ -153,17 +164,20 @@ def test_without_records_the_section_says_so_and_gives_the_command(tmp_path):
                            "--methods=FA,FA+RM,FA+AH,FA+RM+AH --seeds=2 --rounds=30 "
                            f"--data_dir={tmp_path}/kws_corpus --root_output_dir={tmp_path}")
   assert not any(line.startswith("|") for line in page.lines) and page.drawn == []
-  assert kws_half.finished_by_row(str(tmp_path)) == {} and kws_half.finished_dirs(str(tmp_path / "absent")) == []
+  records = kws_half.gather(str(tmp_path), _corpus(tmp_path))
+  assert kws_half.finished_by_row(records) == {} and records.conflicts == {}
+  absent = str(tmp_path / "absent")
+  assert kws_half.finished_dirs(kws_half.gather(absent, _corpus(absent))) == []
 
 
 def test_a_checkouts_runs_root_is_named_from_the_checkout_so_every_copy_reads_the_same(tmp_path):
   for checkout in (REPO, str(tmp_path / "elsewhere" / "copy")):
     root = os.path.join(checkout, "docs", "runs")
-    assert kws_half.shown(root) == os.path.join("docs", "runs")
-    assert kws_half.data_dir({}, root) == os.path.join("docs", "runs", "kws_corpus")
-    rec = kws_half.Record("x", 50.0, 30, 30, {"data_dir": "$ROOT/kws_corpus"})
-    assert kws_half.data_dir({("c0.5_iid", "fa"): {0: rec}}, root) == os.path.join("docs", "runs", "kws_corpus")
-  assert kws_half.shown(str(tmp_path / "runs")) == str(tmp_path / "runs")
+    assert kws_half.command(root, _corpus(root), checkout).endswith(
+        "--data_dir=docs/runs/kws_corpus --root_output_dir=docs/runs")
+  root = str(tmp_path / "runs")
+  assert kws_half.command(root, "/data/kws", str(tmp_path / "copy")).endswith(
+      f"--data_dir=/data/kws --root_output_dir={root}")  # not under the checkout: absolute
 
 
 def test_the_same_records_give_the_same_section(tmp_path):
@@ -189,23 +203,44 @@ def test_the_index_links_the_section():
   assert "[C = 0.5 rows](#table-3s-c--05-rows): 1 finished run |" in "".join(coverage.index_lines({"c0.5_iid": 1}, 60, 30))
 
 
-def test_a_corpus_under_the_records_own_root_is_named_under_this_root(tmp_path):
-  """A record made under another root names its corpus there (absolute): the runner reads it as
-  ``$ROOT/kws_corpus``, so the command that resumes it names this root's."""
-  _run(str(tmp_path), "c0.5_iid", "fa", 0, last_round=3, corpus="/elsewhere/runs/kws_corpus")
-  with open(tmp_path / kws_half.name("c0.5_iid", "fa", 0) / "experiment.json") as f:
-    record = json.load(f)
-  record["command"] += " --root_output_dir=/elsewhere/runs"
-  with open(tmp_path / kws_half.name("c0.5_iid", "fa", 0) / "experiment.json", "w") as f:
-    json.dump(record, f)
+def test_a_run_on_another_copy_of_the_corpus_is_read_by_its_fingerprint(tmp_path):
+  """A run recorded on a corpus elsewhere (a machine path) is the same run on the page's corpus when
+  its data.json states the fingerprint the page records for it (kws_corpus.json beside the corpus,
+  which is not at hand); without that record it is made with other flags, named and not read."""
+  made = _run(str(tmp_path), "c0.5_noniid", "fa", 0, 0.139, corpus="/work/kws/kws_corpus")
+  with open(os.path.join(made, "experiment.json")) as f:
+    assert "--data_dir=/work/kws/kws_corpus" in json.load(f)["flags"]
+  lines = _section(tmp_path).lines  # no record of the page's corpus: the path decides
+  assert "- one keyword per client: FA seed 0 made with other flags, seed 1 not on record;" in "\n".join(lines)
+  assert ("Made with other flags than the command's (not read; the runner refuses to reuse them, so remove them "
+          "first): `rmah_kws_c0.5_noniid_fa_s0`.") in lines
+  with open(_corpus(tmp_path) + ".json", "w") as f:
+    json.dump({"test_clips": 3000, "fingerprint": PRINT}, f)
   lines = _section(tmp_path).lines
+  assert _rows(lines, "one keyword per client")[0].startswith("| one keyword per client | 13.9 (1) |")
+  assert "- one keyword per client: FA seed 1 not on record; FA+RM seeds 0, 1 not on record;" in "\n".join(lines)
+  assert "Made with other flags" not in "\n".join(lines)
   assert lines[lines.index("```sh") + 1].endswith(f"--data_dir={tmp_path}/kws_corpus --root_output_dir={tmp_path}")
 
 
-def test_runs_of_other_horizons_are_counted_apart(tmp_path):
+def test_the_runners_state_decides_a_run_of_other_rounds(tmp_path):
+  """A finished run of more rounds is a conflict (named, not read); one of fewer is unfinished (the
+  runner extends it)."""
   _make(str(tmp_path))
-  path = tmp_path / kws_half.name("c0.5_iid", "fa", 1) / "experiment.json"
+  longer, shorter = kws_half.name("c0.5_iid", "fa", 1), kws_half.name("c0.5_iid", "fa_rm", 0)
+  _run(str(tmp_path), "c0.5_iid", "fa_rm", 0, 0.9, last_round=20, rounds=20)
+  path = tmp_path / longer / "experiment.json"
   record = json.loads(path.read_text())
   record["flags"].append("--rounds=60")
   path.write_text(json.dumps(record))
-  assert "**Horizon: 30 rounds (10 runs), 60 rounds (1 run)**" in "\n".join(_section(tmp_path).lines)
+  lines = _section(tmp_path).lines
+  text = "\n".join(lines)
+  assert "**Horizon: 30 rounds**" in text
+  assert "- iid: FA seed 1 made with other flags; FA+RM seed 0 unfinished (round 20 of 20), seed 1 not on record;" in text
+  assert [line for line in lines if line.startswith("Made with other flags")] == [
+      f"Made with other flags than the command's (not read; the runner refuses to reuse them, so remove them "
+      f"first): `{longer}`."]  # the shorter run is not: the runner extends it
+  assert f"`{shorter}`" in text  # its commit, with every run's
+  assert _rows(lines, "iid")[0].startswith("| iid | 80.0 (1) | 91.4 ± 0.3 | unfinished: round 20 of 20 |")
+  assert kws_half.finished_by_row(kws_half.gather(str(tmp_path), _corpus(tmp_path))) == {"c0.5_noniid": 7,
+                                                                                          "c0.5_iid": 3}

@@ -76,3 +76,21 @@ def test_bad_arguments_fail_before_any_run(tmp_path, capsys, argv, message):
     results.main([f"--root={tmp_path / 'runs'}", f"--docs={tmp_path / 'docs'}", *argv])
   assert e.value.code == 2 and message in capsys.readouterr().err
   assert not (tmp_path / "runs").exists()
+
+
+def test_the_corpus_record_holds_its_test_clips_and_fingerprint(tmp_path):
+  """A corpus on hand is not spoken again; its record beside ROOT/kws_corpus gives the page its
+  test-clip count and the runner its fingerprint (`experiments.data_identity`) in a clone without it."""
+  corpus, root = tmp_path / "corpus", tmp_path / "runs"
+  (corpus / "yes").mkdir(parents=True)
+  (corpus / "testing_list.txt").write_text("yes/a.wav\nyes/b.wav\n\n")
+  (corpus / "corpus.json").write_text(json.dumps({"fingerprint": "d91e78de", "version": 2}))
+  rp.build_corpus(rp.PLANS["full"], str(corpus), str(root))
+  assert json.loads((root / rp.CORPUS_RECORD).read_text()) == {"fingerprint": "d91e78de", "test_clips": 2}
+  assert rp.count_test_clips(str(tmp_path / "absent"), str(root)) == "2"
+
+
+def test_a_command_path_is_relative_to_the_checkout_it_runs_from(tmp_path):
+  assert rp.command_path(str(tmp_path / "copy" / "docs" / "runs"), str(tmp_path / "copy")) == "docs/runs"
+  assert rp.command_path(str(tmp_path / "copy"), str(tmp_path / "copy")) == "."
+  assert rp.command_path(str(tmp_path / "other"), str(tmp_path / "copy")) == str(tmp_path / "other")

@@ -3,7 +3,8 @@ read as absl reads them, then overrides), its directory ``ROOT/<cell>_s<seed>``,
 state — done (``final_metrics.json`` exists for the rounds asked), pending (a larger
 ``--rounds`` extends a finished run, as in `main`; a run that failed before training is started
 again, with the flags asked for now), or a conflict (the directory holds training made with other
-flags, or more rounds, and is never reused).
+flags, or more rounds, and is never reused; a ``--data_dir`` elsewhere is not other flags when the
+data there states the fingerprint the run recorded, `data_identity`).
 
 A run's record (``experiment.json``) names places on disk relative to the run's root
 (``$ROOT/...``) or the repository (``$REPO/...``), so the records read the same in any clone;
@@ -24,6 +25,7 @@ from typing import Optional
 from tff_robust.flags import papers
 from tff_robust.flags import record as flag_record
 from tff_robust.common import interrupts, run_lock, strict_json
+from tff_robust.experiments import data_identity
 from tff_robust.experiments.tables import FLAGS_DIR, Cell, Table, expand_args, flag_values, flagfile_path
 
 # Run states.
@@ -83,6 +85,14 @@ def portable_path(path: str, root: str, repo: str = REPO) -> str:
     if not rel.startswith(".."):
       return token if rel == "." else f"{token}/{rel}"
   return p
+
+
+def resolved_path(value: str, root: str, repo: str = REPO) -> str:
+  """A `portable_path` value as a path on disk: ``$ROOT`` read as ``root``, ``$REPO`` as ``repo``."""
+  for token, base in (("$ROOT", root), ("$REPO", repo)):
+    if value == token or value.startswith(token + "/"):
+      return os.path.join(os.path.abspath(base), value[len(token) + 1:]).rstrip(os.sep) or os.sep
+  return value
 
 
 def portable(args: Sequence[str], root: str, repo: str = REPO) -> list[str]:
@@ -262,6 +272,8 @@ class Run:
     mine = self.signature()
     now = _computing(mine, self.EXTENDS)
     then = _with_legacy(_computing(recorded, self.EXTENDS), now, self.output_dir)
+    if self._same_data_elsewhere(then, now):
+      then = {**then, "data_dir": now["data_dir"]}
     if then == now:
       then_rounds, now_rounds = rounds_of(recorded), rounds_of(mine)
       if self.EXTENDS and None not in (then_rounds, now_rounds) and then_rounds > now_rounds:
@@ -274,6 +286,13 @@ class Run:
     diff = f"then {' '.join(_shown(gone)) or '-'}, now {' '.join(_shown(new)) or '-'}"
     return (f"{self.output_dir} was made with other flags ({diff}). Use another "
             f"--root_output_dir or remove that directory.")
+
+  def _same_data_elsewhere(self, then: dict[str, str], now: dict[str, str]) -> bool:
+    """Whether ``--data_dir`` names another folder now than the record, which holds the data the
+    run trained on (`data_identity.same_data`: the fingerprint its data.json records)."""
+    if then.get("data_dir") in (None, now.get("data_dir")) or now.get("data_dir") is None:
+      return False
+    return data_identity.same_data(self.output_dir, resolved_path(now["data_dir"], self.root_output_dir))
 
   def finished(self) -> bool:
     """Its program finished it with these flags (to the rounds asked, for a run that extends)."""

@@ -1,10 +1,12 @@
 """The results page's Table 3 C = 0.5 rows (half the clients a round): FA, FA+RM, FA+AH and
 FA+RM+AH on one-keyword and on iid clients, beside the paper's (`seeds.RMAH_TABLE3`).
 
-The page reads these runs and never starts them: they are ``ROOT/rmah_kws_c0.5_<row>_<method>_s<seed>``
-at the top of the page's runs root, made by `command` (seeds `SEEDS`, `HORIZON` rounds). A run is
-finished when its ``final_metrics.json`` is written; one with a ``metrics.csv`` only is unfinished
-(running or stopped).
+The page reads these runs and never starts them: they are `runs`, the runner's plan of
+``rmah_table3``'s C = 0.5 cells (seeds `SEEDS`, `HORIZON` rounds, the page's corpus) at the top of
+the page's runs root, made by `command`. A run counts by the runner's own state
+(`runs.Run.status`): done, unfinished (started and not done: running or stopped), or made with
+other flags (a conflict, not read); a run recorded on another copy of the corpus is the same run
+when its data.json states the corpus's fingerprint (`experiments.data_identity`).
 Per cell: the final test accuracy, mean ± sample std over the finished seeds; per method, D =
 method − FA on the same seed, mean ± SE (`common.paired`); the paper's orderings on the
 one-keyword row (`seeds.ORDERINGS_T3_HALF`) judged by the page's rule (`verdicts`). The section
@@ -20,23 +22,22 @@ import dataclasses
 import decimal
 import json
 import os
-import re
 from collections.abc import Mapping
 
+from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments.page import commits, coverage
-from tff_robust.experiments.page.plan import flagfile_rounds, fmt
+from tff_robust.experiments.page.plan import command_path, flagfile_rounds, fmt
 from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
 from tff_robust.experiments.page.verdicts import claims_table
-from tff_robust.experiments.runs import flag_values, recorded_flags, rounds_of
+from tff_robust.experiments.runs import REPO, flag_values, recorded_flags, rounds_of
 from tff_robust.experiments.tables import expand_args, flagfile_path, overlay_values
 
 ROWS = (("c0.5_noniid", "one keyword per client"), ("c0.5_iid", "iid"))
 METHODS = (("fa", "FA"), ("fa_rm", "FA+RM"), ("fa_ah", "FA+AH"), ("fa_rm_ah", "FA+RM+AH"))
-SEEDS = (0, 1)  # the seeds `command` makes
+SEEDS = (0, 1)  # the seeds `command` makes (the runner's seeds 0..n-1)
 HORIZON = 30  # the rounds `command` runs (the flagfiles' own: 200; the paper states none)
-_NAME = re.compile(r"rmah_kws_(.+)_s(\d+)")
 
 Found = Mapping[tuple[str, str], Mapping[int, "Record"]]  # (row, method) -> seed -> record
 
@@ -46,7 +47,7 @@ class Record:
   """One run's files: its final test accuracy, how far it got, and what experiment.json records."""
 
   path: str
-  accuracy: float | None  # final test accuracy (%); None until final_metrics.json is written
+  accuracy: float | None  # final test accuracy (%); None until the runner counts the run done
   last_round: int  # the last round in metrics.csv (0: none yet)
   rounds: int | None  # the --rounds experiment.json records
   flags: dict[str, str]  # the recorded flags' last values (`flag_values`)
@@ -56,9 +57,28 @@ class Record:
     return f"round {self.last_round}" + (f" of {self.rounds}" if self.rounds else "")
 
 
+@dataclasses.dataclass(frozen=True)
+class Records:
+  """The section's runs on record: ``found`` (row, method) -> seed -> `Record`, in the page's
+  order, and the runs made with other flags (not read)."""
+
+  found: dict[tuple[str, str], dict[int, Record]]
+  conflicts: dict[tuple[str, str], dict[int, str]]  # (row, method) -> seed -> run folder
+
+
 def name(row: str, method: str, seed: int) -> str:
   """A run's folder under ROOT, as the table runner names it."""
   return f"rmah_kws_{row}_{method}_s{seed}"
+
+
+def table() -> ex.Table:
+  """``rmah_table3`` restricted to the section's rows and methods."""
+  return ex.select(ex.build_table("rmah_table3"), [label for _, label in METHODS], [r for r, _ in ROWS])
+
+
+def runs(root: str, corpus: str) -> list[ex.Run]:
+  """The runner's plan of the section: every cell x seed of `SEEDS`, `HORIZON` rounds, on ``corpus``."""
+  return ex.plan(table(), len(SEEDS), root, ex.Overrides(rounds=HORIZON, data_dir=corpus))
 
 
 def _last_round(path: str) -> int:
@@ -68,8 +88,9 @@ def _last_round(path: str) -> int:
     return max((int(r["round"]) for r in csv.DictReader(f) if r.get("round")), default=0)
 
 
-def read(run_dir: str) -> Record | None:
-  """The run's `Record`, or None when it has neither experiment.json nor metrics.csv."""
+def read(run_dir: str, done: bool = True) -> Record | None:
+  """The run's `Record` (its accuracy only when ``done``: the runner's state), or None when it has
+  neither experiment.json nor metrics.csv."""
   files = {k: os.path.join(run_dir, k) for k in ("experiment.json", "metrics.csv", "final_metrics.json")}
   if not os.path.exists(files["experiment.json"]) and not os.path.exists(files["metrics.csv"]):
     return None
@@ -77,29 +98,28 @@ def read(run_dir: str) -> Record | None:
   if os.path.exists(files["experiment.json"]):
     with open(files["experiment.json"]) as f:
       record = json.load(f)
-  if os.path.exists(files["final_metrics.json"]):
+  if done and os.path.exists(files["final_metrics.json"]):
     with open(files["final_metrics.json"]) as f:
       accuracy = 100.0 * float(json.load(f)["test_accuracy"])
   flags = recorded_flags(record, os.path.dirname(run_dir))  # paths as ``$ROOT/...`` where they were under it
   return Record(run_dir, accuracy, _last_round(files["metrics.csv"]), rounds_of(flags), flag_values(flags))
 
 
-def _parse(entry: str) -> tuple[str, str, int] | None:
-  m = _NAME.fullmatch(entry)
-  cells = {f"{r}_{k}": (r, k) for r, _ in ROWS for k, _ in METHODS}
-  return None if m is None or m.group(1) not in cells else (*cells[m.group(1)], int(m.group(2)))
-
-
-def gather(root: str) -> dict[tuple[str, str], dict[int, Record]]:
-  """(row, method) -> seed -> `Record` of every C = 0.5 keyword run at the top of ``root``."""
+def gather(root: str, corpus: str) -> Records:
+  """Every run of `runs` on record in ``root``, by the runner's state."""
   found: dict[tuple[str, str], dict[int, Record]] = {}
-  for entry in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-    key = _parse(entry)
-    record = read(os.path.join(root, entry)) if key else None
+  conflicts: dict[tuple[str, str], dict[int, str]] = {}
+  for run in runs(root, corpus):
+    key, status = (run.cell.row, run.cell.column), run.status()
+    if status == ex.CONFLICT:
+      conflicts.setdefault(key, {})[run.seed] = run.output_dir
+      continue
+    record = read(run.output_dir, done=status == ex.DONE)
     if record is not None:
-      found.setdefault(key[:2], {})[key[2]] = record
+      found.setdefault(key, {})[run.seed] = record
   order = [(r, k) for r, _ in ROWS for k, _ in METHODS]  # the page's order
-  return {k: dict(sorted(found[k].items())) for k in order if k in found}
+  return Records({k: dict(sorted(found[k].items())) for k in order if k in found},
+                 {k: dict(sorted(conflicts[k].items())) for k in order if k in conflicts})
 
 
 def accuracies(found: Found) -> dict[tuple[str, str], dict[int, float]]:
@@ -108,54 +128,37 @@ def accuracies(found: Found) -> dict[tuple[str, str], dict[int, float]]:
   return {k: v for k, v in out.items() if v}
 
 
-def finished_by_row(root: str) -> collections.Counter:
+def finished_by_row(records: Records) -> collections.Counter:
   """Row key -> the finished runs of it on record (the page's index counts them)."""
   counts: collections.Counter = collections.Counter()
-  for (row, _), v in accuracies(gather(root)).items():
+  for (row, _), v in accuracies(records.found).items():
     counts[row] += len(v)
   return counts
 
 
-def finished_dirs(root: str) -> list[str]:
+def finished_dirs(records: Records) -> list[str]:
   """The finished runs' folders (for the page's list of runs without a commit)."""
-  return sorted(r.path for v in gather(root).values() for r in v.values() if r.accuracy is not None)
+  return sorted(r.path for v in records.found.values() for r in v.values() if r.accuracy is not None)
 
 
-def shown(root: str) -> str:
-  """``root`` as the command names it: ``docs/runs`` for a checkout's runs folder (the command is
-  run from that checkout, so the page reads the same in every copy), else absolute."""
-  root, tail = os.path.abspath(root), os.path.join("docs", "runs")
-  return tail if root.endswith(os.sep + tail) else root
-
-
-def data_dir(found: Found, root: str) -> str:
-  """The corpus the runs on record name (the most runs', for the command to resume them: another
-  would be a conflict), else the page's, ROOT/kws_corpus; ``$ROOT/...`` spelt with ``root``."""
-  named = collections.Counter(r.flags["data_dir"] for v in found.values() for r in v.values()
-                              if r.flags.get("data_dir"))
-  value = min(named.items(), key=lambda kv: (-kv[1], kv[0]))[0] if named else "$ROOT/kws_corpus"
-  if value.startswith("$ROOT/"):
-    return os.path.join(shown(root), value[len("$ROOT/"):])
-  return value[len("$REPO/"):] if value.startswith("$REPO/") else value
-
-
-def command(root: str, corpus: str) -> str:
-  """The command that makes (or resumes) every run of the section, on ``corpus``."""
+def command(root: str, corpus: str, base: str = REPO) -> str:
+  """The command that makes (or resumes) every run of `runs`, run from ``base`` (`plan.command_path`)."""
   return ("python -m tff_robust.experiments --table=rmah_table3 --rows=" + ",".join(r for r, _ in ROWS)
           + " --methods=" + ",".join(label for _, label in METHODS) + f" --seeds={len(SEEDS)} "
-          f"--rounds={HORIZON} --data_dir={corpus} --root_output_dir={shown(root)}")
+          f"--rounds={HORIZON} --data_dir={command_path(corpus, base)} --root_output_dir={command_path(root, base)}")
 
 
-def missing_lines(found: Found) -> list[str]:
+def missing_lines(records: Records) -> list[str]:
   """One bullet per row with runs of `SEEDS` not finished: which are unfinished and how far they
-  got, which are not on record."""
+  got, which were made with other flags, which are not on record."""
   lines = []
   for row, row_label in ROWS:
     parts = []
     for method, label in METHODS:
-      have = found.get((row, method), {})
+      have, other = records.found.get((row, method), {}), records.conflicts.get((row, method), {})
       notes = [f"seed {s} unfinished ({have[s].progress()})" for s in SEEDS if s in have and have[s].accuracy is None]
-      absent = [str(s) for s in SEEDS if s not in have]
+      notes += [f"seed {s} made with other flags" for s in SEEDS if s in other]
+      absent = [str(s) for s in SEEDS if s not in have and s not in other]
       if absent:
         notes.append(f"seed{'s' if len(absent) > 1 else ''} {', '.join(absent)} not on record")
       if notes:
@@ -269,21 +272,36 @@ def intro() -> str:
           "(`flags/rmah_common.cfg`; the paper states no round count). The page reads these runs from its runs root and never starts them.")
 
 
-def section(page, root: str) -> None:
-  """The subsection (``page``: a `results.Page`; ``root``: the page's runs root)."""
-  found = gather(root)
-  page.lines += [f"### {coverage.KWS_HALF}", "", intro(), ""]
-  todo = missing_lines(found)
-  seeds = " and ".join(map(str, SEEDS))
-  if not found:
-    page.lines += [f"**Runs pending**: none of the {len(ROWS) * len(METHODS) * len(SEEDS)} runs of these rows "
-                   f"({', '.join(label for _, label in METHODS)} on one-keyword and on iid clients, seeds {seeds}, "
-                   f"{HORIZON} rounds) is on record in the page's runs root yet.", ""]
+def _pending_lines(records: Records, root: str, corpus: str, base: str) -> list[str]:
+  """What is missing of the runs, the ones made with other flags, and the command that makes them
+  (nothing when every run is done)."""
+  todo, seeds = missing_lines(records), " and ".join(map(str, SEEDS))
+  lines = []
+  if not records.found and not records.conflicts:
+    lines += [f"**Runs pending**: none of the {len(ROWS) * len(METHODS) * len(SEEDS)} runs of these rows "
+              f"({', '.join(label for _, label in METHODS)} on one-keyword and on iid clients, seeds {seeds}, "
+              f"{HORIZON} rounds) is on record in the page's runs root yet.", ""]
   elif todo:
-    page.lines += [f"**Runs missing** (of seeds {seeds}, {HORIZON} rounds):", ""] + todo + [""]
+    lines += [f"**Runs missing** (of seeds {seeds}, {HORIZON} rounds):", ""] + todo + [""]
+  if records.conflicts:
+    lines += ["Made with other flags than the command's (not read; the runner refuses to reuse them, so remove "
+              f"them first): {commits.folded([d for v in records.conflicts.values() for d in v.values()], root)}.",
+              ""]
   if todo:
-    page.lines += ["The command that makes them (from the repository; a finished run is never redone, an "
-                   "unfinished one resumes):", "", "```sh", command(root, data_dir(found, root)), "```", ""]
+    lines += ["The command that makes them (from the repository, on the page's corpus, built as for the C = 1.0 "
+              "rows; a finished run is never redone, an unfinished one resumes; a run recorded on another copy "
+              "of the corpus is the same run to the runner, which matches the fingerprint in the run's data.json "
+              "to the corpus's own, or to `kws_corpus.json` beside it where the corpus is not at hand):", "",
+              "```sh", command(root, corpus, base), "```", ""]
+  return lines
+
+
+def section(page, records: Records, root: str, corpus: str, base: str = REPO) -> None:
+  """The subsection (``page``: a `results.Page`; ``records``: `gather`'s; ``root``, ``corpus``: the
+  page's runs root and keyword corpus; ``base``: where its commands run, `plan.command_path`)."""
+  found = records.found
+  page.lines += [f"### {coverage.KWS_HALF}", "", intro(), ""]
+  page.lines += _pending_lines(records, root, corpus, base)
   if not found:
     return
   page.lines += ["Final test accuracy (%), mean ± sample std over the finished seeds (how many in brackets), the "

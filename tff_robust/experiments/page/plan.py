@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from tff_robust import experiments as ex
 from tff_robust.common import interrupts, strict_json
+from tff_robust.experiments import data_identity
 from tff_robust.experiments.runs import REPO
 from tff_robust.runtime import children
 
@@ -145,6 +146,15 @@ def fedopt_final_runs(plan: Plan, root: str, chosen: dict[str, str]) -> list[ex.
           for opt, col in chosen.items() for s in range(1, plan.seeds)]
 
 
+def command_path(path: str, base: str = REPO) -> str:
+  """``path`` as a command the page gives names it, run from ``base`` (the page's: its docs folder's
+  parent): relative when under ``base``, so the page reads the same in any copy of the checkout;
+  else absolute."""
+  where = os.path.abspath(path)
+  rel = os.path.relpath(where, os.path.abspath(base))
+  return where if rel.startswith("..") else rel
+
+
 def flagfile_rounds(name: str, extra: Sequence[str] = ()) -> str:
   """The --rounds a flagfile of flags/ sets (the last of it and ``extra``)."""
   with open(ex.flagfile_path(name)) as f:
@@ -207,7 +217,9 @@ def study_rows(runs: Sequence[StudyRun]) -> dict[str, dict[str, dict[int, float]
 # ---- the records the page is written from, besides the runs' (all in ROOT, committed) ------
 
 PAGE_RECORD = "page.json"  # {"date": the day the page's newest runs or benchmarks were made}
-CORPUS_RECORD = "kws_corpus.json"  # {"test_clips": ...}: the corpus itself is not committed
+# {"test_clips": ..., "fingerprint": ...}: the corpus itself is not committed; its fingerprint, beside
+# ROOT/kws_corpus, names it to the runner in a clone without it (`experiments.data_identity`).
+CORPUS_RECORD = "kws_corpus.json"
 
 
 def _read_json(path: str) -> dict:
@@ -247,7 +259,9 @@ def build_corpus(plan: Plan, corpus: str, root: str) -> None:
     run_child(cmd)
   clips = _count_lines(os.path.join(corpus, "testing_list.txt"))
   if clips is not None:
-    _write_json(os.path.join(root, CORPUS_RECORD), {"test_clips": clips})
+    fingerprint = data_identity.in_manifest(corpus)  # the runner's name for this corpus here
+    _write_json(os.path.join(root, CORPUS_RECORD),
+                {"test_clips": clips, **({"fingerprint": fingerprint} if fingerprint else {})})
 
 
 def _count_lines(path: str) -> int | None:

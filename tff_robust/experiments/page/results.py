@@ -188,7 +188,8 @@ def section_table1(page: Page, plan: Plan, runs: list[ex.Run]) -> None:
               f"band min..max), {plan.rounds} rounds; runs of Table 1, made {page.stamp} by `{page.command}`.")
 
 
-def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root: str) -> None:
+def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root: str,
+                   half: kws_half.Records) -> None:
   table = table3(corpus)
   summary = ex.summarize(table, runs)
   for row, line in zip(table.rows, summary.body):  # cells the plan leaves out (iid: FA only)
@@ -232,7 +233,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   collapses.section(page, runs, METHOD_LABELS)
   rescue.section(page, root)
   kws200.section(page, root)
-  kws_half.section(page, root)
+  kws_half.section(page, half, root, corpus, os.path.dirname(page.docs))  # commands run from docs' parent
 
 
 def section_fig3(page: Page, plan: Plan, t1: list[ex.Run], t3: list[ex.Run]) -> None:
@@ -356,15 +357,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = ex.run_to_exit_code(first, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
+  final = fedopt_final_runs(plan, root, fedopt_choose(s4))  # reads the grid: after its runs
+  if not a.report_only:
     # Seed 004's second stage reads its first: the other seeds at each optimizer's chosen lr.
-    later = ((fedopt_final_runs(plan, root, fedopt_choose(s4)) if "fedopt" in wanted else [])
-             + (s2 if "fedex" in wanted else []))
+    later = (final if "fedopt" in wanted else []) + (s2 if "fedex" in wanted else [])
     code = ex.run_to_exit_code(later, a.parallel, echo=lambda m: print(m, flush=True))
     if code:
       return code
-  if not a.report_only:
     made = "bench" in wanted and run_bench(plan, root)
-    every = t1 + t3 + s4 + fedopt_final_runs(plan, root, fedopt_choose(s4)) + s2
+    every = t1 + t3 + s4 + final + s2
     record_page_date(root, sum(r.status() == ex.DONE for r in every), made)
   interrupts.set_note(lambda: "while writing the page; the same command writes it again (finished runs are kept)")
   found = load_bench(plan, root)
@@ -374,25 +375,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "own runner on data that installs with it or that it makes; nothing is tuned on a test "
                  "split. Where a stand-in cannot show a paper's claim, the section says so.", ""]
   page.lines += ["## How a verdict is read", "", RULE, ""]
+  half = kws_half.gather(root, corpus)
   page.lines += coverage.index_lines(collections.Counter(r.cell.row for r in t3 if r.status() == ex.DONE)
-                                     + kws_half.finished_by_row(root),
+                                     + kws_half.finished_by_row(half),
                                      plan.rounds, plan.kws_rounds)
   section_table1(page, plan, t1)
   page.lines += horizon.sections(plan.rounds, t1, root, dict(T1_ROWS))
   page.lines += coverage.table2_lines()
-  section_table3(page, plan, t3, corpus, root)
+  section_table3(page, plan, t3, corpus, root, half)
   section_fig3(page, plan, t1, t3)
-  page.lines += fedopt.section(plan, s4, fedopt_final_runs(plan, root, fedopt_choose(s4)))
+  page.lines += fedopt.section(plan, s4, final)
   section_fedex(page, plan, s2)
   base = os.path.dirname(page.docs)  # the commands it gives run from the docs folder's parent
   page.lines += robust.dp_section(root, base) + robust.byzantine_section(root, base)
   if found:
     section_bench(page, found)
-  final = fedopt_final_runs(plan, root, fedopt_choose(s4))
   page.lines += commits.lines({
       "Table 1": [r.output_dir for r in t1 if r.status() == ex.DONE],
       "Table 3": [r.output_dir for r in t3 if r.status() == ex.DONE],
-      "Table 3, C = 0.5": kws_half.finished_dirs(root),
+      "Table 3, C = 0.5": kws_half.finished_dirs(half),
       "Seed 004": [r.output_dir for r in s4 + final if r.status() == ex.DONE],
       "Seed 002": [r.output_dir for r in s2 if r.status() == ex.DONE],
       "`horizon200/` (the horizon sections and Table 3 at 200 rounds)": commits.records_under(

@@ -29,6 +29,7 @@ from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.experiments.page import commits, verdicts
 from tff_robust.experiments.page.horizon import made_with
+from tff_robust.experiments.page.plan import command_path
 from tff_robust.experiments.runs import REPO
 from tff_robust.experiments.tables import ROBUST_CLIENTS
 
@@ -98,10 +99,8 @@ def command(name: str, root: str, base: str = REPO) -> str:
   """The command that makes (or resumes) table ``name``'s records for a page of ``root``, run from
   ``base`` (the page's: the parent of its docs folder, so that the command reads the same in any
   copy of the checkout); the folder is absolute when it is not under ``base``."""
-  where = os.path.abspath(folder(root))
-  rel = os.path.relpath(where, os.path.abspath(base))
   return (f"python -m tff_robust.experiments --table={name} --seeds={SEEDS} "
-          f"--root_output_dir={where if rel.startswith('..') else rel}")
+          f"--root_output_dir={command_path(folder(root), base)}")
 
 
 def status_lines(records: Records, root: str, base: str = REPO) -> list[str]:
