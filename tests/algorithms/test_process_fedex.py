@@ -62,7 +62,9 @@ def test_theta_concentrates_on_the_better_learning_rate(tff_rt):
   best = int(np.argmax(configs["learning_rate"]))
   clients = toy.make_clients(sizes=(40,) * 8, seed=5)
   state = p.initialize()
-  for t in range(1, 16):
+  # θ[best] measured after each round (argmax = best from round 1): 0.734, 0.756, 0.761, 0.931, 0.986,
+  # 0.997, 0.9995, 0.9999 after 8, 1.0000 after 9-14; 8 rounds keep the bound 0.8 with margin (was 15).
+  for t in range(1, 9):
     seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
     theta_t = np.asarray(state["core"]["fedex"]["theta"])
     out = p.next(state, inputs(clients, seeds))

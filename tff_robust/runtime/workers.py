@@ -7,6 +7,8 @@ pid on SIGINT/SIGTERM. The workers also die with this process (``PR_SET_PDEATHSI
 see `runtime.start_worker`). `local_workers` does the same inside Python (tests).
 
 Data files must exist at the same path for every worker (dataset graphs travel).
+`runtime.context` (TensorFlow and TFF) is imported only when workers start, so ``--help`` and
+a refused argument exit without importing TensorFlow.
 """
 
 from __future__ import annotations
@@ -27,10 +29,6 @@ from typing import Optional
 
 import grpc
 import portpicker
-
-from tff_robust.runtime.context import disown_default_context
-from tff_robust.runtime.context import start_worker
-from tff_robust.runtime.context import stop_process
 
 _READY_TIMEOUT = 60.0
 
@@ -67,6 +65,7 @@ def start_workers(num_workers: int, base_port: Optional[int] = None,
                                 <= 65535 - num_workers + 1):
     raise ValueError(f"--base_port={base_port!r} is not valid; choose "
                      f"1024..{65535 - num_workers + 1} or leave it unset for free ports")
+  from tff_robust.runtime.context import start_worker, stop_process  # pylint: disable=g-import-not-at-top
   procs: list[subprocess.Popen] = []
   ports: list[int] = []
   try:
@@ -96,6 +95,7 @@ def local_workers(num_workers: int, base_port: Optional[int] = None,
   """``with local_workers(2) as addresses:`` — ``localhost:port`` of running workers,
   all stopped (by pid) when the block ends."""
   procs, ports = start_workers(num_workers, base_port, log_dir)
+  from tff_robust.runtime.context import stop_process  # pylint: disable=g-import-not-at-top
   try:
     yield [f"localhost:{p}" for p in ports]
   finally:
@@ -125,6 +125,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except (ValueError, RuntimeError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  from tff_robust.runtime.context import stop_process  # pylint: disable=g-import-not-at-top
   code = 0
   try:
     print(",".join(f"{args.host}:{p}" for p in ports), flush=True)
@@ -141,5 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
+  _parse(sys.argv[1:])  # --help and argparse's refusals exit here, before TensorFlow is imported
+  from tff_robust.runtime.context import disown_default_context  # pylint: disable=g-import-not-at-top
   disown_default_context()  # this process runs no computation: TFF must not start a worker
   sys.exit(main())

@@ -27,6 +27,24 @@ from tff_robust.common import console, strict_json
 
 console.quiet_native_logs(sys.argv)
 
+FLAGS = absl_flags.FLAGS
+absl_flags.DEFINE_integer("probe_train", 6000, "pooled training examples the probe is fitted on")
+absl_flags.DEFINE_integer("probe_steps", 300, "full-batch Adam steps of the probe")
+absl_flags.DEFINE_integer("init_seed", 0, "seed of the initial-weights baseline")
+absl_flags.DEFINE_string("json_out", None, "also write the table's numbers here")
+HELP = ("--help", "-help", "--helpshort", "-helpshort", "-h", "-?")
+
+
+def exit_with_help_if_asked(argv: list[str]) -> None:
+  """``--help`` prints this study's usage and exits 0 (absl's exits 1)."""
+  if any(a.split("=", 1)[0] in HELP for a in argv[1:]):
+    print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(__name__))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+  exit_with_help_if_asked(sys.argv)  # before TensorFlow is imported (7 CPU-s)
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -35,11 +53,6 @@ from tff_robust.flags import definitions  # noqa: E402
 from tff_robust.runtime.context import disown_default_context  # noqa: E402
 
 definitions.define_flags()
-FLAGS = absl_flags.FLAGS
-absl_flags.DEFINE_integer("probe_train", 6000, "pooled training examples the probe is fitted on")
-absl_flags.DEFINE_integer("probe_steps", 300, "full-batch Adam steps of the probe")
-absl_flags.DEFINE_integer("init_seed", 0, "seed of the initial-weights baseline")
-absl_flags.DEFINE_string("json_out", None, "also write the table's numbers here")
 
 
 def features(model: tf.keras.Sequential, ds: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -113,15 +126,10 @@ def main(argv: list[str]) -> None:
     strict_json.write(json_out, rows)
 
 
-HELP = ("--help", "-help", "--helpshort", "-helpshort", "-h", "-?")
-
-
 def parse_argv(argv: list[str]) -> list[str]:
   """absl's parsing, but ``--help`` prints this study's usage and exits 0 (absl's exits 1) and a
   bad flag exits 2 with one line."""
-  if any(a.split("=", 1)[0] in HELP for a in argv[1:]):
-    print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(__name__))
-    sys.exit(0)
+  exit_with_help_if_asked(argv)
   try:
     return FLAGS(argv)
   except absl_flags.Error as e:
