@@ -1,8 +1,10 @@
 """The baselines study's rule (studies/baselines.py) on constructed validation scores: the lr x
 steps search extends past an edge choice and stops when the best point's neighbours are
 measured, the decay and FedProx's μ are chosen on top of it, and nothing is chosen while a run
-it needs is unfinished."""
+it needs is unfinished; SCAFFOLD's study (``method="scaffold"``) takes stages 1-2 only and is
+judged against the tuned FA seed by seed."""
 
+import json
 import math
 import os
 
@@ -22,9 +24,9 @@ def _fake_scores(monkeypatch, value, finished=lambda p: True):
 
   real_run_of = bl.run_of
 
-  def run_of(point, row, root, validation_fraction=0.1):
+  def run_of(point, row, root, validation_fraction=0.1, **kw):
     name_of(point)
-    return real_run_of(point, row, root, validation_fraction)
+    return real_run_of(point, row, root, validation_fraction, **kw)
 
   def score(run):
     p = points[os.path.basename(run.root_output_dir)]
@@ -93,3 +95,67 @@ def test_scores_within_one_validation_digit_tie_and_the_cheaper_point_wins():
   assert bl.best(decays) == bl.Point(0.3, 20, "d50")  # the flagfile's decay on a tie
   assert bl.best({bl.Point(0.3, 20): 90.0, bl.Point(0.3, 50): 91.0}) == bl.Point(0.3, 50)
   assert bl.best({bl.Point(0.3, 20): 90.0, bl.Point(0.3, 50): None}) is None
+
+
+def test_scaffold_takes_stages_1_and_2_with_its_flag_and_no_mu(monkeypatch, tmp_path):
+  asked = _fake_scores(monkeypatch, _bowl)
+  need, chosen, wd = bl.CellSearch("c1.0_noniid", str(tmp_path), "scaffold").needed()
+  assert need == [] and chosen == bl.Point(0.3, 100, "d20") and wd is None
+  assert not any(p.mu for p in asked)
+  table, picked = bl.report(str(tmp_path), ["c1.0_noniid"], "scaffold")
+  assert picked == {"c1.0_noniid": (bl.Point(0.3, 100, "d20"),)}
+  assert "| c1.0_noniid | scaffold | 0.3 | 100 | d20 | 0 | 91.0 | **chosen** |" in table
+  assert "| fa" not in table
+
+
+def test_a_scaffold_run_is_fas_cell_with_the_algorithm_flag(tmp_path):
+  run = bl.run_of(bl.Point(0.3, 1), "c1.0_noniid", str(tmp_path), method="scaffold", seed=2)
+  flags = run.flags()
+  assert run.cell.cell_id == "rmah_mnist_c1.0_noniid_fa"
+  for f in ("--algorithm=scaffold", "--validation_fraction=0.1", "--client_lr=0.3", "--local_steps=1",
+            "--client_lr_decay_every=50", "--rounds=60", "--seed=2"):
+    assert f in flags
+  fa = bl.run_of(bl.Point(0.3, 1), "c1.0_noniid", str(tmp_path), seed=2)
+  assert [f for f in flags if f not in fa.flags()] == ["--algorithm=scaffold"]
+
+
+def test_the_pairs_are_scaffold_at_its_choice_and_fa_at_the_fa_studys(monkeypatch, tmp_path):
+  _fake_scores(monkeypatch, lambda p: 90.0 + (p.lr == 0.1) - (p.decay != "d50"))  # flat in steps: 0.1 x 1
+  pairs = bl.paired_runs("c1.0_noniid", str(tmp_path), "scaffold", range(3))
+  assert [(a.seed, b.seed) for a, b in pairs] == [(0, 0), (1, 1), (2, 2)]
+  a, b = pairs[1]
+  assert a.root_output_dir == os.path.join(str(tmp_path), "lr0.1_k1_d50")
+  assert b.root_output_dir == os.path.join(str(tmp_path), "fa", "lr0.1_k1_d50")
+  assert "--algorithm=scaffold" in a.flags() and "--algorithm=scaffold" not in b.flags()
+
+
+def _finished(run, test_accuracy):
+  os.makedirs(run.output_dir)
+  run.record("python")
+  with open(run.done_path, "w") as f:
+    json.dump({"test_accuracy": test_accuracy}, f)
+
+
+def test_the_comparison_is_the_paired_test_difference_and_the_pages_verdict(tmp_path):
+  def pairs(tests):
+    root = tmp_path / str(len(list(tmp_path.iterdir())))
+    out = []
+    for seed, (ta, tb) in enumerate(tests):
+      a = bl.run_of(bl.Point(0.1, 2), "c1.0_noniid", str(root), method="scaffold", seed=seed)
+      b = bl.run_of(bl.Point(0.3, 1), "c1.0_noniid", str(root / "fa"), seed=seed)
+      for run, value in ((a, ta), (b, tb)):
+        if value is not None:
+          _finished(run, value)
+      out.append((a, b))
+    return out
+
+  # differences +1, +2, +3 points: D = +2.00, SE = 1 / √3 = 0.58 < D
+  text = bl.comparison("c1.0_noniid", "scaffold", pairs([(0.91, 0.90), (0.92, 0.90), (0.93, 0.90)]))
+  assert "| c1.0_noniid | 1 | 92.0 | 90.0 | +2.0 |" in text
+  assert "paired over 3 of 3 seeds: D = +2.00 ± 0.58 SE: held (better)." in text
+  # −1, +1 with the third seed unfinished: D = 0, SE = 1: within noise, over 2 seeds
+  text = bl.comparison("c1.0_noniid", "scaffold", pairs([(0.89, 0.90), (0.91, 0.90), (None, 0.90)]))
+  assert "| c1.0_noniid | 2 | — | 90.0 | — |" in text
+  assert "paired over 2 of 3 seeds: D = +0.00 ± 1.00 SE: within noise (within noise)." in text
+  text = bl.comparison("c1.0_noniid", "scaffold", pairs([(0.80, 0.90), (0.81, 0.90)]))
+  assert "D = -9.50 ± 0.50 SE: did not hold (worse)." in text

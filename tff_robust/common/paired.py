@@ -19,6 +19,22 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, fl
   return mean, se
 
 
+HELD, FAILED, NOISE = "held", "did not hold", "within noise"
+TOO_FEW = "fewer than 2 paired seeds"
+
+
+def verdict(d: float, se: float, n: int, margin: float = 0.0) -> str:
+  """The results page's rule for the claim "difference > margin" on n paired seeds: held when
+  d − margin > SE, did not hold when margin − d > SE, within noise otherwise."""
+  if n < 2:
+    return TOO_FEW
+  if d - margin > se:
+    return HELD
+  if margin - d > se:
+    return FAILED
+  return NOISE
+
+
 def kept_unless_beaten(scores: Mapping[str, Sequence[float]], candidates: Sequence[str]) -> str | None:
   """The rule that replaces a setting in force: the candidate with the best mean score, among
   those that beat the first of ``candidates`` (the setting in force) by more than one standard

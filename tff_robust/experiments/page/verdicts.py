@@ -22,10 +22,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from tff_robust.common.paired import paired_difference
+from tff_robust.common.paired import FAILED, HELD, NOISE, TOO_FEW, paired_difference, verdict
 
-HELD, FAILED, NOISE = "held", "did not hold", "within noise"
-TOO_FEW = "fewer than 2 paired seeds"
+# The rule itself (`verdict` and its words) lives in common.paired, where the studies reach it too.
 _RANK = {FAILED: 0, TOO_FEW: 1, NOISE: 2, HELD: 3}  # a claim of parts is as good as its worst
 
 
@@ -51,17 +50,6 @@ class Judged:
     se = f" ± {self.se:.{digits}f}" if self.n > 1 else ""
     margin = f" (margin {self.margin:+g})" if self.margin else ""
     return f"{head}{self.mean:+.{digits}f}{se}{margin}: {self.verdict}"
-
-
-def verdict(d: float, se: float, n: int, margin: float = 0.0) -> str:
-  """The page's rule for the claim "difference > margin": held / did not hold / within noise."""
-  if n < 2:
-    return TOO_FEW
-  if d - margin > se:
-    return HELD
-  if margin - d > se:
-    return FAILED
-  return NOISE
 
 
 def judge(a: Mapping[int, float], b: Mapping[int, float], margin: float = 0.0,
