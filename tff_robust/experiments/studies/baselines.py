@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
 import os
 import statistics
 from collections.abc import Callable, Sequence
@@ -212,11 +211,10 @@ def paired_runs(row: str, root: str, method: str, seeds: Sequence[int]) -> list[
 
 
 def final_test(run: ex.Run) -> float | None:
-  """The run's test accuracy (%) after its last round; None until it has finished."""
-  if not run.finished():
-    return None
-  with open(run.done_path) as f:
-    return 100 * json.load(f)["test_accuracy"]
+  """The run's test accuracy (%) after its last round (the runner's `read_values`); None until it
+  has finished."""
+  values = ex.read_values(run, ex.ACCURACY)
+  return values[0] if values else None
 
 
 def comparison(row: str, method: str, pairs: Sequence[tuple[ex.Run, ex.Run]]) -> str:
