@@ -88,19 +88,18 @@ def _last_round(path: str) -> int:
     return max((int(r["round"]) for r in csv.DictReader(f) if r.get("round")), default=0)
 
 
-def read(run_dir: str, done: bool = True) -> Record | None:
-  """The run's `Record` (its accuracy only when ``done``: the runner's state), or None when it has
-  neither experiment.json nor metrics.csv."""
-  files = {k: os.path.join(run_dir, k) for k in ("experiment.json", "metrics.csv", "final_metrics.json")}
+def read(run: ex.Run, done: bool = True) -> Record | None:
+  """The run's `Record` (its accuracy, read by the runner's `read_values`, only when ``done``: the
+  runner's state), or None when it has neither experiment.json nor metrics.csv."""
+  run_dir = run.output_dir
+  files = {k: os.path.join(run_dir, k) for k in ("experiment.json", "metrics.csv")}
   if not os.path.exists(files["experiment.json"]) and not os.path.exists(files["metrics.csv"]):
     return None
-  record, accuracy = {}, None
+  record = {}
   if os.path.exists(files["experiment.json"]):
     with open(files["experiment.json"]) as f:
       record = json.load(f)
-  if done and os.path.exists(files["final_metrics.json"]):
-    with open(files["final_metrics.json"]) as f:
-      accuracy = 100.0 * float(json.load(f)["test_accuracy"])
+  accuracy = (ex.read_values(run, ex.ACCURACY) or [None])[0] if done else None
   flags = recorded_flags(record, os.path.dirname(run_dir))  # paths as ``$ROOT/...`` where they were under it
   return Record(run_dir, accuracy, _last_round(files["metrics.csv"]), rounds_of(flags), flag_values(flags))
 
@@ -114,7 +113,7 @@ def gather(root: str, corpus: str) -> Records:
     if status == ex.CONFLICT:
       conflicts.setdefault(key, {})[run.seed] = run.output_dir
       continue
-    record = read(run.output_dir, done=status == ex.DONE)
+    record = read(run, done=status == ex.DONE)
     if record is not None:
       found.setdefault(key, {})[run.seed] = record
   order = [(r, k) for r, _ in ROWS for k, _ in METHODS]  # the page's order
