@@ -115,6 +115,7 @@ def test_the_collapse_account_reads_the_round_at_the_top_lr(tmp_path):
   assert "for the 3–3 rounds that follow" in page.lines[0]
   assert "After the same sample FA+AH seed 1 (μ_lr 0.0010 at its end, 30.0 % test) trained on" in page.lines[0]
   assert math.log(10) - collapses.MARGIN < 2.304
+  assert (collapses.collapsed(died), collapses.collapsed(lived), collapses.collapsed(untouched)) == (True, False, False)
 
 
 def test_seed_004_states_the_batch_its_runs_recorded(tmp_path):

@@ -68,6 +68,15 @@ def _grid(run: ex.Run) -> tuple[float, float] | None:
   return (min(values), max(values)) if values else None
 
 
+def collapsed(run: ex.Run) -> bool | None:
+  """Whether the run collapsed by the criterion above (a round at its grid's top lr after which no
+  round brings L more than `MARGIN` below ln 10); None for a run without an AH lr grid."""
+  grid = _grid(run)
+  if grid is None:
+    return None
+  return any(t.collapsed for t in top_rounds(kws_study.read(run.output_dir), grid[1]))
+
+
 def _row(label: str, seed: int, t: TopRound, final: float) -> list[str]:
   later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
            f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
