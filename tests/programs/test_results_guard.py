@@ -141,7 +141,7 @@ def test_the_section_pairs_the_plans_runs_and_reads_collapses_by_the_pages_crite
       "| iid | 1 | 70.0 | no | none | 71.0 | no | -1.0 |",
       "| iid | 2 | running: round 17 | — | 9 so far | pending | — | not yet |"]
   text = "\n".join(page.lines)
-  assert f"**The collapses (seed 0): the guard {verdict}** — one keyword per client: guarded 40.0 % (no collapse, " \
+  assert f"**The collapses (seed 0): {verdict}** ({guard.VERDICT_WORDS[verdict]}) — one keyword per client: guarded 40.0 % (no collapse, " \
          "rejected rounds 4) vs 13.0 % unguarded, +27.0; iid: guarded 80.0 % (" in text
   # cost over the three collapse-free pairs of seeds 1-2: −2, −2, −1 -> −1.67 ± 0.33
   assert "**Its cost where nothing collapsed: -1.7 ± 0.3: did not hold**" in text

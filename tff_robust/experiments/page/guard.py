@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from tff_robust import experiments as ex
 from tff_robust.common import markdown
+from tff_robust.common.paired import FAILED, HELD, NOISE
 from tff_robust.experiments.page import collapses, commits
 from tff_robust.experiments.page.verdicts import Judged, judge
 from tff_robust.experiments.runs import REPO
@@ -42,6 +43,8 @@ SEEDS = (0, 1, 2)
 HORIZON = 30  # rounds (plan.md: the Table 3 runs' horizon)
 GAIN = 10.0  # points of test accuracy a guarded seed-0 run must gain for "prevents" (plan.md)
 PREVENTS, DOES_NOT, PARTLY = "prevents", "does not", "partly"
+VERDICT_WORDS = {PREVENTS: f"neither guarded run collapsed and each gained at least {GAIN:g} points",
+                 DOES_NOT: "a guarded seed-0 run collapsed", PARTLY: f"no collapse, a gain under {GAIN:g} points"}
 DONE, RUNNING, PENDING, OTHER_FLAGS = "done", "running", "pending", "made with other flags"
 
 
@@ -226,17 +229,17 @@ def verdict_lines(pairs: Sequence[Pair]) -> list[str]:
   """The rule's two verdicts: the collapses (seed 0) and the cost where nothing collapsed."""
   seed0 = [p for p in pairs if p.seed == 0]
   v = collapse_verdict(pairs)
-  head = (f"**The collapses (seed 0): the guard {v}**" if v else
+  head = (f"**The collapses (seed 0): {v}** ({VERDICT_WORDS[v]})" if v else
           f"**The collapses (seed 0): not judged yet** ({sum(p.guarded.state == DONE for p in seed0)} of "
           f"{len(seed0)} guarded seed-0 runs done)")
   lines = [head + " — " + "; ".join(_pair_words(p) for p in seed0) + ".", ""]
   found, judged = cost_pairs(pairs), cost(pairs)
   if judged is not None:
-    gloss = {"held": "the guarded runs end higher", "did not hold": "the guard costs accuracy there",
-             "within noise": "no cost or gain beyond one SE"}.get(judged.verdict, "")
+    gloss = {HELD: "the guarded runs end higher", FAILED: "the guard costs accuracy there",
+             NOISE: "no cost or gain beyond one SE"}.get(judged.verdict, "")
+    which = ", ".join(f"{dict(ROWS)[p.row]} seed {p.seed}" for p in found)
     lines.append(f"**Its cost where nothing collapsed: {judged.text(digits=1)}** ({gloss}) — guarded − unguarded "
-                 f"over {len(found)} pairs ({', '.join(f'{dict(ROWS)[p.row]} seed {p.seed}' for p in found)}), the claim "
-                 "\"guarded − unguarded > 0\" judged by the page's rule.")
+                 f"over {len(found)} pairs ({which}), the claim \"guarded − unguarded > 0\" judged by the page's rule.")
   elif found:
     lines.append("**Its cost where nothing collapsed: not judged** (fewer than 2 such pairs; the plan lists each): "
                  + "; ".join(f"{dict(ROWS)[p.row]} seed {p.seed} {p.difference:+.1f}" for p in found) + ".")
