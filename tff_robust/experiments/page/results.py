@@ -16,7 +16,9 @@ its PNGs:
    command that would run it (`coverage`);
 2. seed 000 Table 3 on the espeak keyword corpus with acoustic effects (built into ROOT/kws_corpus
    if missing): C = 1.0, one keyword per client for FA, FA+WD, FA+RM, FA+RM+AH, FA+AH, and iid
-   clients for FA, FA+RM, FA+RM+AH; AH's rounds at its grid's top lr (`collapses`); FA against
+   clients for FA, FA+RM, FA+RM+AH; AH's rounds at its grid's top lr (`collapses`); the update-norm
+   guard against those collapses, judged by the plan committed before its runs (`guard`: records
+   under ROOT/guard_kws, made by the plan's commands, not started here); FA against
    FA+RM where FA fails (`rescue`); the one-keyword cell at 200 rounds, judged by the rule
    committed before its runs (`kws200`: records under ROOT/horizon200, made by
    `python -m tff_robust.experiments --table=rmah_table3 --rounds=200`, not started here); its C = 0.5
@@ -70,8 +72,8 @@ from tff_robust import plot  # noqa: E402
 from tff_robust.common import markdown, paths  # noqa: E402
 
 from tff_robust.experiments.page import (  # noqa: E402
-    clients, collapses, commits, coverage, fedopt, fig3, horizon, kws200, kws_half, rescue, robust, timings,
-    tuned)
+    clients, collapses, commits, coverage, fedopt, fig3, guard, horizon, kws200, kws_half, rescue, robust,
+    timings, tuned)
 from tff_robust.experiments.page.plan import (  # noqa: E402
     METHOD_LABELS, PLANS, REPO, TABLE3_CELLS, TEST_LOSS, Plan, StudyRun, build_corpus, by_seed,
     count_test_clips, flagfile_rounds, fmt, load_bench, means, page_date, record_page_date, run_bench,
@@ -231,6 +233,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
                   {METHOD_LABELS[c]: v for (r, c), v in means(runs, TEST_LOSS).items() if r == "c1.0_noniid"},
                   plan.kws_rounds)
   collapses.section(page, runs, METHOD_LABELS)
+  guard.section(page, root, corpus)
   rescue.section(page, root)
   kws200.section(page, root)
   kws_half.section(page, half, root, corpus, os.path.dirname(page.docs))  # commands run from docs' parent
@@ -396,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       "Table 3, C = 0.5": kws_half.finished_dirs(half),
       "Seed 004": [r.output_dir for r in s4 + final if r.status() == ex.DONE],
       "Seed 002": [r.output_dir for r in s2 if r.status() == ex.DONE],
+      "`guard_kws/` (the update-norm guard)": commits.records_under(os.path.join(root, guard.FOLDER)),
       "`horizon200/` (the horizon sections and Table 3 at 200 rounds)": commits.records_under(
           os.path.join(root, kws200.FOLDER)),
       "`robust/` (DP-FedAvg and Byzantine robustness)": commits.records_under(robust.folder(root))}, root)
