@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shlex
+import shutil
 
 import pytest
 
@@ -14,6 +15,7 @@ from helpers.paths import ROOT
 from helpers.fake_page import FakePage
 
 from tff_robust.common import run_lock
+from tff_robust.experiments import __main__ as runner
 from tff_robust.experiments.page import kws200
 
 COMMIT = "0123456789abcdef"
@@ -83,7 +85,22 @@ def test_without_records_the_runs_are_pending_after_the_rule(tmp_path):
   text = "\n".join(page.lines)
   assert "> **Verdict (arm A, the headline).**" in text
   assert text.index("> **Verdict") < text.index("**Runs pending**")
+  assert page.lines[page.lines.index("```sh") + 1] == (
+      "python -m tff_robust.experiments --table=rmah_kws200 --data_dir=runs/kws_corpus "
+      "--root_output_dir=runs/horizon200")  # run from the docs folder's parent, the page's checkout
   assert page.drawn == []
+
+
+def test_the_command_makes_exactly_the_runs_the_section_reads(tmp_path):
+  """Run from the page's checkout, the command plans the runs `kws200.runs` reads, flag for flag."""
+  checkout = tmp_path / "copy"
+  root = str(checkout / "docs" / "runs")
+  command = kws200.command(root, _corpus(root), str(checkout))
+  assert command == ("python -m tff_robust.experiments --table=rmah_kws200 --data_dir=docs/runs/kws_corpus "
+                     "--root_output_dir=docs/runs/horizon200")
+  args = runner.parse_args(shlex.split(command)[3:])
+  made = runner.PLANNED[args.table](str(checkout / args.root_output_dir), str(checkout / args.data_dir))
+  assert [r.flags() for r in made] == [r.flags() for r in kws200.runs(root, _corpus(root)).values()]
 
 
 def _section(root):
@@ -131,7 +148,15 @@ def test_the_section_judges_records_found_through_the_plan(tmp_path):
              "steps; arm B FA+RM: lr 0.1 × 20 steps, RM 0.001" in line and "commit 0123456789" in line
              for line in page.lines)
   assert not any(line.startswith("Made with other flags") for line in page.lines)
+  assert page.lines[page.lines.index("```sh") + 1] == kws200.command(root, _corpus(root), root)  # one not done
   assert len(page.drawn) == 1 and os.path.getsize(page.drawn[0]) > 1000
+  os.remove(os.path.join(root, kws200.FOLDER, "kws_failing", f"{kws200.CELL}_fa_rm_s1", "metrics.csv"))
+  assert "```sh" in _section(root).lines  # not on record
+  shutil.rmtree(kws200.runs(root, _corpus(root))[("B", "fa_rm", 1)].output_dir)
+  _run(root, ("B", "fa_rm", 1), _flat(30.0))
+  page = _section(root)
+  assert "```sh" not in page.lines and "| B | 1 | 10.0 (+0.0) | 30.0 (+0.0) | +20.0 |" in page.lines
+  assert "**Arm B (the rescue where FA fails): held** — D = +23.0 ± 3.0 (SE); 2 of 2 seeds in." in page.lines
 
 
 def test_a_run_another_process_holds_is_running_and_its_numbers_wait(tmp_path):

@@ -17,7 +17,9 @@ copy of the corpus is the same run when its data.json states the corpus's finger
 (`experiments.data_identity`). Per finished run, from its metrics.csv: the window, test accuracy
 averaged over the evaluations at rounds 180, 190, 200 (`kws_study.window_mean`), and the level-off
 check, the window against rounds 150, 160, 170. Per seed D = FA+RM − FA, mean ± SE over seeds
-(`common.paired`); the rule's verdict (`verdict_a`, `verdict_b`). None on record: pending.
+(`common.paired`); the rule's verdict (`verdict_a`, `verdict_b`). While a run of the plan is not
+done the section gives the command (`command`, relative to the page's checkout); none on record:
+pending.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.page.horizon import made_with
+from tff_robust.experiments.page.plan import command_path
 from tff_robust.experiments.page.seeds import RMAH_TABLE3
 from tff_robust.experiments.planned import CEILING as CEILING_ARM, KWS200_ARMS, KWS200_CEILING, KWS200_ROW
 from tff_robust.experiments.runs import REPO, flag_values
@@ -88,6 +91,7 @@ class Records:
   found: dict[tuple[str, str], dict[int, Read]]
   ceiling: Read | None
   conflicts: dict[tuple[str, str, int], str]
+  not_done: int = 0  # the plan's runs the runner does not count done (on record or not)
 
 
 def runs(root: str, corpus: str) -> dict[tuple[str, str, int], ex.Run]:
@@ -109,6 +113,18 @@ def read(run: ex.Run, status: str = ex.DONE) -> Read | None:
               kws_study.window_mean(rows, "test_accuracy", BEFORE), last, status)
 
 
+def command(root: str, corpus: str, base: str = REPO) -> str:
+  """The command that makes (or resumes) every run of `runs`, run from ``base`` (`plan.command_path`)."""
+  return (f"python -m tff_robust.experiments --table={ex.KWS200} --data_dir={command_path(corpus, base)} "
+          f"--root_output_dir={command_path(os.path.join(root, FOLDER), base)}")
+
+
+def _command_lines(root: str, corpus: str, base: str) -> list[str]:
+  return ["The runs not yet in are made, or resumed, by the runner's plan of the rule (from the repository, on "
+          "the page's corpus; a finished run is never redone, one made with other flags is refused):", "",
+          "```sh", command(root, corpus, base), "```", ""]
+
+
 def _why(run: ex.Run, root: str) -> str:
   """The runner's reason not to reuse ``run``'s folder, the folder named under ``root``."""
   reason = (run.conflict() or "").split(". Use another")[0].rstrip(".")
@@ -118,9 +134,10 @@ def _why(run: ex.Run, root: str) -> str:
 def gather(root: str, corpus: str) -> Records:
   """Every run of `runs` on record in ``root``, by the runner's state."""
   found: dict[tuple[str, str], dict[int, Read]] = {}
-  ceiling, conflicts = None, {}
+  ceiling, conflicts, not_done = None, {}, 0
   for (arm, method, seed), run in runs(root, corpus).items():
     status = run.status()
+    not_done += status != ex.DONE
     if status == ex.CONFLICT:
       conflicts[(arm, method, seed)] = _why(run, root)
       continue
@@ -131,7 +148,7 @@ def gather(root: str, corpus: str) -> Records:
       ceiling = r
     else:
       found.setdefault((arm, method), {})[seed] = r
-  return Records(found, ceiling, conflicts)
+  return Records(found, ceiling, conflicts, not_done)
 
 
 def verdict_a(d: Mapping[int, float], seeds: Sequence[int] = ARMS["A"][1]) -> str:
@@ -251,17 +268,20 @@ def section(page, root: str, corpus: str | None = None) -> None:
                  "The flagfiles' horizon (the decay schedule acts at rounds 50, 100, 150); the paper: FA "
                  f"{paper['fa']}, FA+RM {paper['fa_rm']}, FA+RM+AH {paper['fa_rm_ah']}.", ""]
   page.lines += _rule_lines(root)
-  records = gather(root, corpus or os.path.join(root, "kws_corpus"))
-  found, ceiling = records.found, records.ceiling
+  corpus = corpus or os.path.join(root, "kws_corpus")
+  records = gather(root, corpus)
+  found, ceiling, base = records.found, records.ceiling, os.path.dirname(page.docs)  # commands run from docs' parent
   if not found and ceiling is None and not records.conflicts:
     page.lines += ["**Runs pending**: no run of this cell at 200 rounds is on record yet (arm A in "
                    f"`{FOLDER}/`, arm B in `{FOLDER}/{ARMS['B'][0]}/`, the ceiling `{FOLDER}/{CEILING}`); "
                    "the page judges them by the rule above once their records are committed.", ""]
+    page.lines += _command_lines(root, corpus, base)
     return
   page.lines += _table_lines(records) + _conflict_lines(records)
-  if ceiling is not None:
-    page.lines += [f"The ceiling, FA on iid clients (seed 0): {ceiling.cell()} (the paper's iid FA: "
-                   f"{RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
+  page.lines += [f"The ceiling, FA on iid clients (seed 0): {ceiling.cell() if ceiling else 'not on record'} (the "
+                 f"paper's iid FA: {RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
+  if records.not_done:
+    page.lines += _command_lines(root, corpus, base)
   provenance = _schedules(found)
   page.lines += [provenance, ""] if provenance else []
   curves = {f"arm {arm} {label}": [r.path for r in found.get((arm, m), {}).values() if r.last_round]
