@@ -3,7 +3,9 @@
 layout (`report`); ``python -m tff_robust.experiments`` is the command line (`__main__`). The
 studies that chose settings (`studies`) and the results page (`page`) are sub-packages built on
 this runner, each with its own imports (their `__init__`s say which); the runner imports neither.
-`kws_study` names the keyword study's runs for both (the study writes them, the page reads them).
+`kws_study` names the keyword study's runs for both (the study writes them, the page reads them);
+`planned` holds the studies the runner plans run by run (``--table=rmah_kws200``), which the page
+reads through the same plan.
 
 This layer starts programs and reads their outputs; it imports TensorFlow only on demand: a
 data-source check, and `preflight`, which checks every run about to start (main's flag parsing,
@@ -26,6 +28,7 @@ _API = {
                "to_markdown", "write_table"),
     "runs": ("BUSY", "CONFLICT", "DONE", "PENDING", "Overrides", "Run",
              "check_data_sources", "main_task", "parse_data_sources", "plan"),
+    "planned": ("PLANNED", "KWS200", "kws200_runs"),
     "scheduler": ("INTERRUPTED", "STOP_TIMEOUT", "RunResult", "Terminated", "interruptible", "run_all",
                   "run_to_exit_code"),
     "tables": ("ACCURACY", "MSE", "SECONDS", "RMAH_METHODS", "RMAH_ROWS", "RMAH_TASKS", "FEDOPT_OPTS",

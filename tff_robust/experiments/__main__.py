@@ -40,6 +40,17 @@ runs, as in `tff_robust.main` (a smaller value than a run has is a conflict). Ta
   trimmed mean, Krum, Multi-Krum, Bulyan and the geometric median against no attack and
   1-3 of 10 clients sending sign-flipped, Gaussian or scaled updates.
 
+Planned studies (`planned`: runs a grid cannot say, each study fixing its own seeds, rounds, flags
+and folders; no table is written, the results page reads them):
+
+* ``rmah_kws200``: Table 3's one-keyword cell at 200 rounds by the rule committed before its runs
+  (docs/runs/horizon200/kws_rule.md): arm A (FA's chosen schedule) FA and FA+RM seeds 0-2 in ROOT,
+  the ceiling (FA, iid) seed 0 in ROOT, arm B (``--client_lr=0.1 --local_steps=20``; FA+RM also
+  ``--rm_weight=0.001``) FA and FA+RM seeds 0, 1 in ROOT/kws_failing. The results page's
+  ROOT is its docs/runs/horizon200:
+
+    python -m tff_robust.experiments --table=rmah_kws200 --data_dir=CORPUS --root_output_dir=ROOT
+
 Ctrl-C (or SIGTERM) stops every run this program started (SIGINT, then SIGKILL after
 ``STOP_TIMEOUT`` seconds), saying where each resumes; run the same command again to resume.
 """
@@ -63,9 +74,13 @@ from typing import Optional  # noqa: E402
 from tff_robust.common import paths  # noqa: E402
 from tff_robust.experiments.report import (  # noqa: E402
     Summary, notes_for, plot_fig3, summarize, to_markdown, write_table)
+from tff_robust.experiments.planned import PLANNED  # noqa: E402
 from tff_robust.experiments.runs import DONE, PENDING, Overrides, Run, check_data_sources, plan  # noqa: E402
 from tff_robust.experiments.scheduler import INTERRUPTED, run_to_exit_code  # noqa: E402
 from tff_robust.experiments.tables import TABLES, Table, build_table, select  # noqa: E402
+
+
+DEFAULT_SEEDS = 3
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -75,8 +90,9 @@ def _split_list(value: Optional[str]) -> Optional[list[str]]:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   p = argparse.ArgumentParser(prog="python -m tff_robust.experiments", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--table", required=True, help="one of: " + ", ".join(TABLES))
-  p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per cell (default 3, as the seeds)")
+  p.add_argument("--table", required=True, help="one of: " + ", ".join(TABLES)
+                 + "; a planned study: " + ", ".join(PLANNED))
+  p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per cell (default 3, as the seeds)")
   p.add_argument("--rounds", type=int, default=None,
                  help="override every cell's --rounds (a larger value extends finished runs, as in main)")
   p.add_argument("--data_source", default=None,
@@ -94,7 +110,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   p.add_argument("--out_dir", default=None, help="tables and figures (default ROOT/tables)")
   p.add_argument("--python", default=sys.executable, help="interpreter of the runs (default: this one)")
   p.add_argument("--dry_run", action="store_true", help="print each run's state and command; run nothing")
-  return p.parse_args(argv)
+  args = p.parse_args(argv)
+  if args.table in PLANNED:
+    fixed = [f"--{n}" for n in ("seeds", "rounds", "data_source", "methods", "rows", "extra_flags", "out_dir")
+             if getattr(args, n) not in (None, [])]
+    if fixed:
+      p.error(f"--table={args.table} is a planned study, which fixes its runs' {', '.join(fixed)} itself "
+              "(tff_robust/experiments/planned.py); give --data_dir, --root_output_dir, --parallel, --dry_run.")
+  if args.seeds is None:
+    args.seeds = DEFAULT_SEEDS
+  return args
 
 
 def check_paths(args: argparse.Namespace) -> None:
@@ -121,22 +146,41 @@ def kept_table(args: argparse.Namespace, overrides: Overrides) -> tuple[Table, l
   return table, plan(table, args.seeds, args.root_output_dir, overrides)
 
 
+def table_runs(args: argparse.Namespace) -> tuple[Table, Overrides, list[Run]]:
+  """The table asked for (its rows and methods), the overrides, and its runs (ValueError: a bad option)."""
+  table = select(build_table(args.table), _split_list(args.methods), _split_list(args.rows))
+  if args.rounds is not None and args.rounds < 1:
+    raise ValueError(f"--rounds={args.rounds} is not valid: must be ≥ 1.")
+  extra = tuple(f for chunk in args.extra_flags for f in shlex.split(chunk))
+  for f in extra:
+    if not f.startswith("-"):
+      raise ValueError(f"--extra_flags: {f!r} is not a flag (write --name=value).")
+  overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
+  check_data_sources(table, overrides)
+  return table, overrides, plan(table, args.seeds, args.root_output_dir, overrides)
+
+
+def run_planned(args: argparse.Namespace, runs: Sequence[Run]) -> int:
+  """Runs a planned study's ``runs`` (`planned`) and says each one's state after; no table."""
+  print(f"{args.table}: {console.plural(len(runs), 'run')} in {os.path.abspath(args.root_output_dir)}",
+        flush=True)
+  code = run_to_exit_code(list(runs), args.parallel, python=args.python, echo=lambda m: print(m, flush=True))
+  if code != INTERRUPTED:
+    for run in runs:
+      print(f"[{run.status()}] {run.output_dir}")
+  return code
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = parse_args(argv)
   try:
     check_paths(args)
-    table = select(build_table(args.table), _split_list(args.methods), _split_list(args.rows))
-    if args.rounds is not None and args.rounds < 1:
-      raise ValueError(f"--rounds={args.rounds} is not valid: must be ≥ 1.")
     if args.parallel < 1:
       raise ValueError(f"--parallel={args.parallel} is not valid: must be ≥ 1.")
-    extra = tuple(f for chunk in args.extra_flags for f in shlex.split(chunk))
-    for f in extra:
-      if not f.startswith("-"):
-        raise ValueError(f"--extra_flags: {f!r} is not a flag (write --name=value).")
-    overrides = Overrides(args.rounds, args.data_source, args.data_dir, extra)
-    check_data_sources(table, overrides)
-    runs = plan(table, args.seeds, args.root_output_dir, overrides)
+    if args.table in PLANNED:
+      table, overrides, runs = None, Overrides(), PLANNED[args.table](args.root_output_dir, args.data_dir)
+    else:
+      table, overrides, runs = table_runs(args)
     pending = [r for r in runs if r.status() == PENDING]
     if pending:  # every run to start is checked before the first starts (`preflight`)
       from tff_robust.experiments import preflight  # pylint: disable=g-import-not-at-top (TensorFlow)
@@ -146,12 +190,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  out_dir = os.path.abspath(args.out_dir or os.path.join(runs[0].root_output_dir if runs else
-                                                         args.root_output_dir, "tables"))
   if args.dry_run:
     for run in runs:
       print(f"[{run.status()}] {shlex.join(run.command(args.python))}")
     return 0
+  if table is None:
+    return run_planned(args, runs)
+  out_dir = os.path.abspath(args.out_dir or os.path.join(runs[0].root_output_dir if runs else
+                                                         args.root_output_dir, "tables"))
   print(f"{table.name}: {console.plural(len(table.cells), 'cell')} x {console.plural(args.seeds, 'seed')} = "
         f"{console.plural(len(runs), 'run')} in {runs[0].root_output_dir if runs else args.root_output_dir}",
         flush=True)

@@ -1,14 +1,24 @@
 """The results page's Table 3 one-keyword cell at 200 rounds, judged by the rule committed before
 its runs (``ROOT/horizon200/kws_rule.md``), which the section quotes before any number.
 
-The runs (`python -m tff_robust.experiments --table=rmah_table3 --rows=c1.0_noniid --rounds=200`):
+The page reads these runs and never starts them: they are `runs`, the runner's plan of the rule
+(`experiments.planned.kws200_runs`) with ``ROOT/horizon200`` as the study's folder and the page's
+corpus, made (or resumed) by
+
+    python -m tff_robust.experiments --table=rmah_kws200 --data_dir=CORPUS --root_output_dir=ROOT/horizon200
+
 arm A (FA's validation-chosen schedule) ``ROOT/horizon200/rmah_kws_c1.0_noniid_{fa,fa_rm}_s{0,1,2}``,
-arm B (the schedule where FA fails) the same names under ``ROOT/horizon200/kws_failing/`` (seeds
-0, 1), the ceiling ``ROOT/horizon200/rmah_kws_c1.0_iid_fa_s0``. Per run, from its metrics.csv: the
-window, test accuracy averaged over the evaluations at rounds 180, 190, 200
-(`kws_study.window_mean`), and the level-off check, the window against rounds 150, 160, 170.
-Per seed D = FA+RM − FA, mean ± SE over seeds (`common.paired`); the rule's verdict
-(`verdict_a`, `verdict_b`). A run not yet at round 200 is shown as running; none on record, as
+arm B (the schedule where FA fails: ``--client_lr=0.1 --local_steps=20``, FA+RM also
+``--rm_weight=0.001``) the same names under ``ROOT/horizon200/kws_failing/`` (seeds 0, 1), the
+ceiling ``ROOT/horizon200/rmah_kws_c1.0_iid_fa_s0``. A run counts by the runner's own state
+(`runs.Run.status`): done, running (another process holds it), unfinished (stopped before its end),
+or made with other flags than the plan's (a conflict: named, never read); a run recorded on another
+copy of the corpus is the same run when its data.json states the corpus's fingerprint
+(`experiments.data_identity`). Per finished run, from its metrics.csv: the window, test accuracy
+averaged over the evaluations at rounds 180, 190, 200 (`kws_study.window_mean`), and the level-off
+check, the window against rounds 150, 160, 170. Per seed D = FA+RM − FA, mean ± SE over seeds
+(`common.paired`); the rule's verdict (`verdict_a`, `verdict_b`). While a run of the plan is not
+done the section gives the command (`command`, relative to the page's checkout); none on record:
 pending.
 """
 
@@ -22,19 +32,22 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
+from tff_robust import experiments as ex
 from tff_robust import plot
 from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.page.horizon import made_with
+from tff_robust.experiments.page.plan import command_path
 from tff_robust.experiments.page.seeds import RMAH_TABLE3
+from tff_robust.experiments.planned import CEILING as CEILING_ARM, KWS200_ARMS, KWS200_CEILING, KWS200_ROW
 from tff_robust.experiments.runs import REPO, flag_values
 
-FOLDER = "horizon200"
+FOLDER = "horizon200"  # the study's folder under the page's runs root
 RULE = os.path.join(FOLDER, "kws_rule.md")
-CELL = "rmah_kws_c1.0_noniid"
-ARMS = {"A": ("", (0, 1, 2)), "B": ("kws_failing", (0, 1))}  # arm -> (folder under FOLDER, seeds)
-CEILING = "rmah_kws_c1.0_iid_fa_s0"
+CELL = f"rmah_kws_{KWS200_ROW}"
+ARMS = {arm: (folder, seeds) for arm, (folder, seeds, _) in KWS200_ARMS.items()}  # arm -> (folder, seeds)
+CEILING = "rmah_kws_{}_{}_s{}".format(*KWS200_CEILING)
 METHODS = (("fa", "FA"), ("fa_rm", "FA+RM"))
 WINDOW, BEFORE = (180, 190, 200), (150, 160, 170)
 # The rule's numbers (kws_rule.md): held if D ≥ HELD_D on every seed; refuted if mean D ≤
@@ -45,35 +58,97 @@ HELD, REFUTED, INCONCLUSIVE = "held", "refuted", "inconclusive"
 
 @dataclasses.dataclass(frozen=True)
 class Read:
-  """One run's record: its window, the level-off window, the last round it reached."""
+  """One run's record: its window, the level-off window, the last round it reached, its state."""
 
   path: str
-  window: float | None  # test accuracy (%) over WINDOW; None before round 200's evaluation
+  window: float | None  # test accuracy (%) over WINDOW; None until the run is done
   before: float | None  # over BEFORE
   last_round: int
+  status: str = ex.DONE  # the runner's state (`runs.Run.status`): done, busy (running) or pending
 
   @property
   def rise(self) -> float | None:
     return None if self.window is None or self.before is None else self.window - self.before
 
   def cell(self) -> str:
-    """``35.2 (+1.3)``, ``… still rising`` past `RISING`, or ``running: round 137``."""
+    """``35.2 (+1.3)``, ``… still rising`` past `RISING`, ``running: round 137`` (another process
+    holds it) or ``unfinished: round 137``."""
     if self.window is None:
-      return f"running: round {self.last_round}"
+      if self.status == ex.DONE:
+        return f"finished at round {self.last_round} without the window's evaluations"
+      return f"{'running' if self.status == ex.BUSY else 'unfinished'}: round {self.last_round}"
     rise = self.rise
     if rise is None:
       return f"{self.window:.1f}"
     return f"{self.window:.1f} ({rise:+.1f}{', still rising' if rise > RISING else ''})"
 
 
-def read(run_dir: str) -> Read | None:
-  """A run's `Read`, or None when it has no metrics.csv."""
-  if not os.path.isfile(os.path.join(run_dir, "metrics.csv")):
-    return None
-  rows = kws_study.read(run_dir)
+@dataclasses.dataclass(frozen=True)
+class Records:
+  """The plan's runs on record: arms A and B by (arm, method) -> seed, the ceiling, and the runs
+  made with other flags than the plan's ((arm, method, seed) -> the runner's reason; not read)."""
+
+  found: dict[tuple[str, str], dict[int, Read]]
+  ceiling: Read | None
+  conflicts: dict[tuple[str, str, int], str]
+  not_done: int = 0  # the plan's runs the runner does not count done (on record or not)
+
+
+def runs(root: str, corpus: str) -> dict[tuple[str, str, int], ex.Run]:
+  """The runner's plan of the rule in ``root``/`FOLDER` on ``corpus``: (arm, method, seed) -> run."""
+  return ex.kws200_runs(os.path.join(root, FOLDER), corpus)
+
+
+def read(run: ex.Run, status: str = ex.DONE) -> Read | None:
+  """The run's `Read` in the runner's ``status`` (its windows only when done), or None when it has
+  no metrics.csv and is not running."""
+  path = run.output_dir
+  if not os.path.isfile(os.path.join(path, "metrics.csv")):
+    return Read(path, None, None, 0, status) if status == ex.BUSY else None
+  rows = kws_study.read(path)
   last = max((int(r["round"]) for r in rows), default=0)
-  return Read(run_dir, kws_study.window_mean(rows, "test_accuracy", WINDOW),
-              kws_study.window_mean(rows, "test_accuracy", BEFORE), last)
+  if status != ex.DONE:
+    return Read(path, None, None, last, status)
+  return Read(path, kws_study.window_mean(rows, "test_accuracy", WINDOW),
+              kws_study.window_mean(rows, "test_accuracy", BEFORE), last, status)
+
+
+def command(root: str, corpus: str, base: str = REPO) -> str:
+  """The command that makes (or resumes) every run of `runs`, run from ``base`` (`plan.command_path`)."""
+  return (f"python -m tff_robust.experiments --table={ex.KWS200} --data_dir={command_path(corpus, base)} "
+          f"--root_output_dir={command_path(os.path.join(root, FOLDER), base)}")
+
+
+def _command_lines(root: str, corpus: str, base: str) -> list[str]:
+  return ["The runs not yet in are made, or resumed, by the runner's plan of the rule (from the repository, on "
+          "the page's corpus; a finished run is never redone, one made with other flags is refused):", "",
+          "```sh", command(root, corpus, base), "```", ""]
+
+
+def _why(run: ex.Run, root: str) -> str:
+  """The runner's reason not to reuse ``run``'s folder, the folder named under ``root``."""
+  reason = (run.conflict() or "").split(". Use another")[0].rstrip(".")
+  return reason.replace(run.output_dir, f"`{os.path.relpath(run.output_dir, root)}`") + "."
+
+
+def gather(root: str, corpus: str) -> Records:
+  """Every run of `runs` on record in ``root``, by the runner's state."""
+  found: dict[tuple[str, str], dict[int, Read]] = {}
+  ceiling, conflicts, not_done = None, {}, 0
+  for (arm, method, seed), run in runs(root, corpus).items():
+    status = run.status()
+    not_done += status != ex.DONE
+    if status == ex.CONFLICT:
+      conflicts[(arm, method, seed)] = _why(run, root)
+      continue
+    r = read(run, status)
+    if r is None:
+      continue
+    if arm == CEILING_ARM:
+      ceiling = r
+    else:
+      found.setdefault((arm, method), {})[seed] = r
+  return Records(found, ceiling, conflicts, not_done)
 
 
 def verdict_a(d: Mapping[int, float], seeds: Sequence[int] = ARMS["A"][1]) -> str:
@@ -95,22 +170,6 @@ def verdict_b(d: Mapping[int, float], seeds: Sequence[int] = ARMS["B"][1]) -> st
   if any(s not in d for s in seeds):
     return INCONCLUSIVE
   return HELD if all(d[s] >= HELD_D for s in seeds) else "not held"
-
-
-def _dir(root: str, arm: str, name: str) -> str:
-  return os.path.join(root, FOLDER, ARMS[arm][0], name)
-
-
-def gather(root: str) -> dict[tuple[str, str], dict[int, Read]]:
-  """(arm, method) -> seed -> `Read` for every run of the two arms on record."""
-  found: dict[tuple[str, str], dict[int, Read]] = {}
-  for arm, (_, seeds) in ARMS.items():
-    for method, _ in METHODS:
-      for s in seeds:
-        r = read(_dir(root, arm, f"{CELL}_{method}_s{s}"))
-        if r is not None:
-          found.setdefault((arm, method), {})[s] = r
-  return found
 
 
 def differences(found: Mapping[tuple[str, str], Mapping[int, Read]], arm: str) -> dict[int, float]:
@@ -171,45 +230,67 @@ def _verdict_line(arm: str, d: Mapping[int, float]) -> str:
   return f"**Arm {arm} ({name}): {verdict}** — {stat}; {len(d)} of {len(seeds)} seeds in."
 
 
-def section(page, root: str) -> None:
-  """The subsection (``page``: a `results.Page`; ``root``: the runs' folder)."""
+def _table_lines(records: Records) -> list[str]:
+  """The arms' table (a run made with other flags named so), the verdicts and the level-off check."""
+  found, body = records.found, []
+  for arm, (_, seeds) in ARMS.items():
+    d = differences(found, arm)
+    for s in seeds:
+      cells = [found.get((arm, m), {}).get(s) for m, _ in METHODS]
+      shown = [c.cell() if c else "made with other flags" if (arm, m, s) in records.conflicts else "not on record"
+               for c, (m, _) in zip(cells, METHODS)]
+      body.append([arm, str(s)] + shown + [f"{d[s]:+.1f}" if s in d else "not yet"])
+  lines = ["Test accuracy (%) averaged over the evaluations at rounds 180, 190, 200 (the window), "
+           "with its change from rounds 150–170 in brackets (> +2: still rising); D = FA+RM − FA "
+           "on the same seed.", ""]
+  lines += markdown.table(["arm", "seed", "FA", "FA+RM", "D (points)"], body) + [""]
+  lines += [_verdict_line(arm, differences(found, arm)) for arm in ARMS] + [""]
+  rising = [f"arm {arm} {label} seed {s}" for arm in ARMS for m, label in METHODS
+            for s, r in sorted(found.get((arm, m), {}).items()) if r.rise is not None and r.rise > RISING]
+  return lines + ["Level-off check: " + (f"still rising — {', '.join(rising)}." if rising
+                                         else "no run in rose more than 2 points over its last 50 rounds."), ""]
+
+
+def _conflict_lines(records: Records) -> list[str]:
+  """The runs made with other flags than the plan's, each with the runner's reason (none: [])."""
+  if not records.conflicts:
+    return []
+  label = lambda arm, m, s: ("the ceiling" if arm == CEILING_ARM else f"arm {arm} {dict(METHODS)[m]}") + f" seed {s}"
+  return ["Made with other flags than the runner's plan of the rule (not read; the runner refuses to reuse them):",
+          ""] + [f"- {label(*k)}: {why}" for k, why in records.conflicts.items()] + [""]
+
+
+def section(page, root: str, corpus: str | None = None) -> None:
+  """The subsection (``page``: a `results.Page`; ``root``: the runs' folder; ``corpus``: the page's
+  keyword corpus, by default ``root``/kws_corpus as the page's)."""
   paper = RMAH_TABLE3["c1.0_noniid"]
   page.lines += ["### Table 3's one-keyword cell at 200 rounds", "",
                  "The flagfiles' horizon (the decay schedule acts at rounds 50, 100, 150); the paper: FA "
                  f"{paper['fa']}, FA+RM {paper['fa_rm']}, FA+RM+AH {paper['fa_rm_ah']}.", ""]
   page.lines += _rule_lines(root)
-  found = gather(root)
-  ceiling = read(os.path.join(root, FOLDER, CEILING))
-  if not found and ceiling is None:
+  corpus = corpus or os.path.join(root, "kws_corpus")
+  records = gather(root, corpus)
+  found, ceiling, base = records.found, records.ceiling, os.path.dirname(page.docs)  # commands run from docs' parent
+  if not found and ceiling is None and not records.conflicts:
     page.lines += ["**Runs pending**: no run of this cell at 200 rounds is on record yet (arm A in "
                    f"`{FOLDER}/`, arm B in `{FOLDER}/{ARMS['B'][0]}/`, the ceiling `{FOLDER}/{CEILING}`); "
                    "the page judges them by the rule above once their records are committed.", ""]
+    page.lines += _command_lines(root, corpus, base)
     return
-  body = []
-  for arm, (_, seeds) in ARMS.items():
-    d = differences(found, arm)
-    for s in seeds:
-      cells = [found.get((arm, m), {}).get(s) for m, _ in METHODS]
-      body.append([arm, str(s)] + [c.cell() if c else "not on record" for c in cells]
-                  + [f"{d[s]:+.1f}" if s in d else "not yet"])
-  page.lines += ["Test accuracy (%) averaged over the evaluations at rounds 180, 190, 200 (the window), "
-                 "with its change from rounds 150–170 in brackets (> +2: still rising); D = FA+RM − FA "
-                 "on the same seed.", ""]
-  page.lines += markdown.table(["arm", "seed", "FA", "FA+RM", "D (points)"], body) + [""]
-  page.lines += [_verdict_line(arm, differences(found, arm)) for arm in ARMS] + [""]
-  rising = [f"arm {arm} {label} seed {s}" for arm in ARMS for m, label in METHODS
-            for s, r in sorted(found.get((arm, m), {}).items()) if r.rise is not None and r.rise > RISING]
-  page.lines += ["Level-off check: " + (f"still rising — {', '.join(rising)}." if rising
-                                        else "no run in rose more than 2 points over its last 50 rounds."), ""]
-  if ceiling is not None:
-    page.lines += [f"The ceiling, FA on iid clients (seed 0): {ceiling.cell()} (the paper's iid FA: "
-                   f"{RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
+  page.lines += _table_lines(records) + _conflict_lines(records)
+  page.lines += [f"The ceiling, FA on iid clients (seed 0): {ceiling.cell() if ceiling else 'not on record'} (the "
+                 f"paper's iid FA: {RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
+  if records.not_done:
+    page.lines += _command_lines(root, corpus, base)
   provenance = _schedules(found)
   page.lines += [provenance, ""] if provenance else []
-  curves = {f"arm {arm} {label}": [r.path for r in found.get((arm, m), {}).values()]
-            for arm in ARMS for m, label in METHODS if found.get((arm, m))}
-  if ceiling is not None:
+  curves = {f"arm {arm} {label}": [r.path for r in found.get((arm, m), {}).values() if r.last_round]
+            for arm in ARMS for m, label in METHODS}
+  curves = {k: v for k, v in curves.items() if v}
+  if ceiling is not None and ceiling.last_round:
     curves["FA, iid (ceiling)"] = [ceiling.path]
+  if not curves:
+    return
   page.figure("results_kws200_curves.png", lambda p: draw(p, curves, f"KWS (espeak), C = 1.0, 200 rounds, {page.stamp}"),
               f"Test accuracy per evaluation, Table 3's C = 1.0 cells at 200 rounds (mean over the seeds on "
               f"record, band min..max, a curve ending where its shortest run does; shaded: rounds 150–170 and the "
