@@ -21,7 +21,7 @@ its PNGs:
    under ROOT/guard_kws, made by the plan's commands, not started here); FA against
    FA+RM where FA fails (`rescue`); the one-keyword cell at 200 rounds, judged by the rule
    committed before its runs (`kws200`: records under ROOT/horizon200, made by
-   `python -m tff_robust.experiments --table=rmah_table3 --rounds=200`, not started here); its C = 0.5
+   `python -m tff_robust.experiments --table=rmah_kws200`, not started here); its C = 0.5
    rows (`kws_half`: records at the top of ROOT, not started here either);
 3. Fig. 3: μ of FA+RM+AH (learning rate and local steps) over rounds, iid vs non-iid, and its
    first and last values in every run judged against the seed's reading (`fig3`);
@@ -235,7 +235,7 @@ def section_table3(page: Page, plan: Plan, runs: list[ex.Run], corpus: str, root
   collapses.section(page, runs, METHOD_LABELS)
   guard.section(page, root, corpus)
   rescue.section(page, root)
-  kws200.section(page, root)
+  kws200.section(page, root, corpus)
   kws_half.section(page, half, root, corpus, os.path.dirname(page.docs))  # commands run from docs' parent
 
 
