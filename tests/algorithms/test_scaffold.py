@@ -1,6 +1,7 @@
 """SCAFFOLD (option II control variates) against a hand computation of two rounds in NumPy."""
 
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -56,10 +57,17 @@ def hand_round(x, c, c_is, data):
   return ([xv + SERVER_LR * d for xv, d in zip(x, dx)], [cv + s / N * d for cv, d in zip(c, dc)], new_cs)
 
 
-def test_two_rounds_match_the_hand_computation_with_the_control_variates(tff_rt):
+@functools.lru_cache(maxsize=None)
+def hand_process():
+  """SCAFFOLD on `SPEC` as `hand_round` computes it, built once: the tests start from their own
+  ``initialize()`` (a process holds no training state)."""
   cfg = ProcessConfig(client=ClientConfig(lr=LR, local_steps=STEPS, batch_size=4),
                       server=ServerConfig(opt="sgd", lr=SERVER_LR), weighting="uniform", algorithm="scaffold")
-  p = process.build_process(SPEC, cfg, num_clients=N)
+  return process.build_process(SPEC, cfg, num_clients=N)
+
+
+def test_two_rounds_match_the_hand_computation_with_the_control_variates(tff_rt):
+  p = hand_process()
   data = clients()
   state = p.initialize()
   x = [np.asarray(v, np.float64) for v in p.get_model_weights(state).trainable]
@@ -87,8 +95,7 @@ def test_two_rounds_match_the_hand_computation_with_the_control_variates(tff_rt)
 
 
 def test_a_dropped_client_keeps_its_control_variate(tff_rt):
-  cfg = ProcessConfig(client=ClientConfig(lr=LR, local_steps=STEPS, batch_size=4), algorithm="scaffold")
-  p = process.build_process(SPEC, cfg, num_clients=N)
+  p = hand_process()  # the hand computation's setup (uniform weights, server lr 0.5): any will do
   (xa, ya), (xb, yb) = clients()
   xb = xb.copy()
   xb[0, 0] = np.nan
@@ -120,8 +127,12 @@ def test_the_driver_keeps_each_clients_c_i_and_a_resumed_run_equals_an_uninterru
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=8),
                       methods=(RMConfig(client_state="reset"),), algorithm="scaffold", seed=1)
 
+  # One built process serves the three runs: a process holds no training state (c lives in the
+  # state the driver checkpoints, the c_i in its state store), so the resumed run starts from
+  # nothing but what the first run wrote.
+  p = process.build_process(spec, cfg, num_clients=len(task.train.client_ids))
+
   def run(out, rounds):
-    p = process.build_process(spec, cfg, num_clients=len(task.train.client_ids))
     driver = loop.TrainingLoop(p, task, loop.LoopConfig(output_dir=out, rounds=rounds, clients_per_round=3,
                                                         rounds_per_eval=2, rounds_per_checkpoint=2, seed=5))
     driver.run()

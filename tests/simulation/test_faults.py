@@ -42,12 +42,17 @@ def attacked_inputs(clients, byzantine, round_num):
           for i, (c, b) in enumerate(zip(clients, byzantine))]
 
 
+@functools.lru_cache(maxsize=None)
+def _evaluator():
+  """One evaluator (one model, one trace) for every accuracy of the module."""
+  return evaluation.make_evaluator(toy.model_fn, toy.loss_fn, toy.sparse_accuracy)
+
+
 def accuracy(p, state, clients):
   w = p.get_model_weights(state)
   x = np.concatenate([c[0] for c in clients])
   y = np.concatenate([c[1] for c in clients])
-  ev = evaluation.make_evaluator(toy.model_fn, toy.loss_fn, toy.sparse_accuracy)
-  return ev(w.trainable, w.non_trainable, tf.data.Dataset.from_tensor_slices((x, y)).batch(256))["accuracy"]
+  return _evaluator()(w.trainable, w.non_trainable, tf.data.Dataset.from_tensor_slices((x, y)).batch(256))["accuracy"]
 
 
 def train(p, clients, rounds, fraction):
@@ -116,9 +121,7 @@ def test_dropout_and_skipped_rounds(tff_rt, tmp_path):
   kept = [len(selection.surviving_clients([str(i) for i in range(1000)], 0.3, 1, r)) for r in range(3)]
   assert all(650 < k < 750 for k in kept)
   task = toy.toy_task()
-  spec = client_work.ModelSpec(task.model_fn, task.loss_fn, task.accuracy_fn,
-                                            task.train.element_type_structure)
-  p = process.build_process(spec, ProcessConfig(client=ClientConfig(local_steps=2, batch_size=8)))
+  p = _toy_task_process()  # every round is skipped: no process' setup matters, only the driver's
   cfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=3, clients_per_round=3, seed=1,
                         client_dropout_rate=0.999)
   driver = loop.TrainingLoop(p, task, cfg)
@@ -147,9 +150,10 @@ def test_divergence_guard_rejects_exploding_rounds(tff_rt, tmp_path):
 
 
 @functools.lru_cache(maxsize=None)
-def _norm_guard_process():
-  """The toy FedAvg process the guard's runs share (the guard is the driver's, not the process'):
-  what `loop.build_training_loop` builds for it (no f to resolve, no DP, no server validation)."""
+def _toy_task_process():
+  """The toy task's FedAvg process the update-norm guard's runs share (the guard is the driver's,
+  not the process'), and the dropout test's driver: what `loop.build_training_loop` builds for it
+  (no f to resolve, no DP, no server validation)."""
   task = toy.toy_task()
   cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=4, batch_size=8), seed=4)
   return process_for_task.build_process_for_task(task, cfg).process
@@ -161,7 +165,7 @@ def _norm_guard_run(tmp_path, rounds, **guard):
   task = toy.toy_task()
   lcfg = loop.LoopConfig(output_dir=str(tmp_path), rounds=rounds, clients_per_round=3, seed=1,
                          rounds_per_checkpoint=1, **guard)
-  driver = loop.TrainingLoop(_norm_guard_process(), task, lcfg)
+  driver = loop.TrainingLoop(_toy_task_process(), task, lcfg)
   feed = driver.client_input
 
   def spiking(cid, round_num, byzantine=False):
@@ -231,11 +235,14 @@ def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp
 
 
 def test_two_workers_equal_the_local_runtime(tff_rt):
-  clients = toy.make_clients(sizes=(30, 40, 50, 20), seed=9)
-  q = process.build_process(toy.SPEC, ProcessConfig(
-      client=ClientConfig(lr=0.1, local_steps=4, batch_size=8),
-      robust=RobustConfig(aggregator="median"), seed=3))
-  data = toy.datasets(clients)
+  """A round of the median (gathered at the server: a merge across workers) with two sign-flipped
+  clients, split over two workers, equals the round in one: the sign-flip test's process, so the
+  local round is one its setup already ran."""
+  q = build(aggregator="median", attack="sign_flip", lr=0.3)
+  clients = attack_clients()
+  byzantine = attacks.byzantine_mask(len(clients), 0.2, (0, 1))
+  assert int(np.sum(byzantine)) == 2
+  data = attacked_inputs(clients, byzantine, 1)
   local = q.next(q.initialize(), data)
   with local_workers(2) as addresses, tff_runtime(addresses=addresses):
     remote = q.next(q.initialize(), data)
@@ -245,9 +252,8 @@ def test_two_workers_equal_the_local_runtime(tff_rt):
 
 @pytest.mark.timeout(120)
 def test_a_worker_killed_mid_run_fails_the_run_instead_of_hanging(tff_rt):
-  q = process.build_process(toy.SPEC, ProcessConfig(
-      client=ClientConfig(lr=0.1, local_steps=2, batch_size=8), seed=3))
-  data = toy.datasets(toy.make_clients(sizes=(20, 30), seed=4))
+  q = build(attack="nan")  # the NaN test's process, no client byzantine: any process will do
+  data = attacked_inputs(toy.make_clients(sizes=(20, 30), seed=4), [False, False], 1)
   with tff_runtime() as rt:
     state = q.next(q.initialize(), data).state
     os.kill(rt.worker_pids[0], signal.SIGKILL)
