@@ -30,7 +30,7 @@ from tff_robust.common import markdown
 from tff_robust.common.paired import FAILED, HELD, NOISE
 from tff_robust.experiments.page import collapses, commits
 from tff_robust.experiments.page.verdicts import Judged, judge
-from tff_robust.experiments.runs import REPO
+from tff_robust.experiments.page.plan import committed_lines
 
 FOLDER = "guard_kws"  # under the page's runs root: the plan and the guarded arm of seeds 0-1
 PLAN = os.path.join(FOLDER, "plan.md")
@@ -165,12 +165,9 @@ def cost(pairs: Sequence[Pair]) -> Judged | None:
 
 def _plan_lines(root: str) -> list[str]:
   """The plan's *Rule* as a quotation with a link to the whole plan (from ROOT, else the committed copy)."""
-  path = next((p for p in (os.path.join(root, PLAN), os.path.join(REPO, "docs", "runs", PLAN))
-               if os.path.isfile(p)), None)
-  if path is None:
+  text = committed_lines(root, PLAN)
+  if text is None:
     return [f"The plan (`{PLAN}`) is not in this checkout.", ""]
-  with open(path) as f:
-    text = f.read().splitlines()
   start = next((i + 1 for i, line in enumerate(text) if line.strip() == "## Rule"), len(text))
   end = next((i for i in range(start, len(text)) if text[i].startswith("## ")), len(text))
   rule = text[start:end]
