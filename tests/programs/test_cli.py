@@ -11,7 +11,7 @@ import uuid
 import pytest
 from absl import flags
 
-from helpers import in_process, suite_programs_grace
+from helpers import in_process, start_hooks
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -306,7 +306,7 @@ def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp
   code, text, err = _ctrl_c_after_first_round(
       [sys.executable, "-m", "tff_robust.main", "--rounds=1000", "--rounds_per_eval=1000",
        "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}"], marker,
-      **suite_programs_grace.environment(str(tmp_path / "hook"), "tff_robust.main", 180))
+      **start_hooks.environment(str(tmp_path / "hook"), "tff_robust.main", "grace", "180"))
   assert code == 130, err[-3000:]
   assert "Traceback" not in err
   stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume", err)

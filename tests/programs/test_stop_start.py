@@ -15,7 +15,7 @@ import pytest
 
 from tff_robust.common import interrupts
 
-from helpers import start_hooks, suite_programs_grace
+from helpers import start_hooks
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -175,13 +175,13 @@ def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
   starts `cmd &`): it stops after the round in progress, saying where that arm resumes. (main's
   Ctrl-C is test_cli's; both answer through `cli.StopRequest` and `cli.end`.) A long grace: on a
   loaded machine the round and its checkpoint may outlast the 7 s after which the watcher would
-  stop the study with a line of its own (`suite_programs_grace`)."""
+  stop the study with a line of its own (`start_hooks`' ``grace``)."""
   marker = uuid.uuid4().hex
   args = [sys.executable, "-m", "tff_robust.tune", "--rounds=50", "--rs_arms=1", "--tune_methods=rs", *TINY,
           f"--root_output_dir={tmp_path}", "--experiment_name=s"]
   proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_env(marker, **suite_programs_grace.environment(str(tmp_path / "hook"), "tff_robust.tune",
-                                                                              180)),
+                          env=_env(marker, **start_hooks.environment(str(tmp_path / "hook"), "tff_robust.tune",
+                                                                     "grace", "180")),
                           start_new_session=True, preexec_fn=_ignore_sigint)
   head = _wait_for_line(proc, "round ")
   proc.send_signal(signal.SIGTERM)  # `kill PID`
