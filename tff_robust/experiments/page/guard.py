@@ -179,16 +179,18 @@ def _plan_lines(root: str) -> list[str]:
 
 
 def _rejected(arm: Arm) -> str:
-  """The rounds the guard rejected: ``none``, ``4, 13``, ``… so far`` while running; ``—`` without a record."""
+  """The rounds the guard rejected: ``none``, ``4, 13``, ``… so far`` while running; ``no record``
+  without one (every cell of the page's tables holds a word or a number)."""
   if arm.state not in (DONE, RUNNING):
-    return "—"
+    return "no record"
   text = ", ".join(map(str, arm.rejected)) if arm.rejected else "none"
   return text + (" so far" if arm.state == RUNNING else "")
 
 
 def _collapsed(arm: Arm) -> str:
+  """``**yes**``/``no`` once the run is done; ``not yet`` while it runs; ``no record`` without one."""
   if arm.state != DONE:
-    return "—"
+    return "not yet" if arm.state == RUNNING else "no record"
   return "no AH grid" if arm.collapsed is None else "**yes**" if arm.collapsed else "no"
 
 
