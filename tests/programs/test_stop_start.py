@@ -172,10 +172,12 @@ def _ignore_sigint():  # pragma: no cover - runs in the child
 
 def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
   """`kill PID` to a study started in the background (SIGINT ignored, as a non-interactive shell
-  starts `cmd &`): it stops after the round in progress, saying where that arm resumes. (main's
-  Ctrl-C is test_cli's; both answer through `cli.StopRequest` and `cli.end`.) A long grace: on a
-  loaded machine the round and its checkpoint may outlast the 7 s after which the watcher would
-  stop the study with a line of its own (`start_hooks`' ``grace``)."""
+  starts `cmd &`), as its arm starts training: it stops after the round in progress (the arm's
+  first), saying where that arm resumes. (main's Ctrl-C is test_cli's; both answer through
+  `cli.StopRequest` and `cli.end`.) A long grace: on a loaded machine that round and its checkpoint
+  may outlast the 7 s after which the watcher would stop the study with a line of its own
+  (`start_hooks`' ``grace``). Signalled at the arm's header, not after its first round line: the
+  study's CPU was 22 and 18 s so (two runs), 31 and 24 s with the second round it then trains."""
   marker = uuid.uuid4().hex
   args = [sys.executable, "-m", "tff_robust.tune", "--rounds=50", "--rs_arms=1", "--tune_methods=rs", *TINY,
           f"--root_output_dir={tmp_path}", "--experiment_name=s"]
@@ -183,7 +185,7 @@ def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
                           env=_env(marker, **start_hooks.environment(str(tmp_path / "hook"), "tff_robust.tune",
                                                                      "grace", "180")),
                           start_new_session=True, preexec_fn=_ignore_sigint)
-  head = _wait_for_line(proc, "round ")
+  head = _wait_for_line(proc, r"arm\s+RS 0 to round 50: server_lr ")  # printed as its first round starts
   proc.send_signal(signal.SIGTERM)  # `kill PID`
   out, err = _finish(proc)
   assert proc.returncode == 143, err[-3000:]
@@ -193,7 +195,7 @@ def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
   assert stopped and int(stopped.group(3)) == int(stopped.group(1)) + 1, err
   assert os.path.isdir(os.path.join(stopped.group(2), f"program_state_{stopped.group(1)}"))
   text = "".join(head) + out
-  assert re.search(r"^arm\s+RS 0 to round 50: server_lr ", text, re.M), text
+  assert re.search(rf"^round\s+{stopped.group(1)}/50 ", text, re.M), text  # the round it ended
   assert not re.search(r"^[IWE]\d{4} ", text + err, re.M) and "Resumed from the checkpoint" not in text + err
   assert not workers_with(marker)
 
