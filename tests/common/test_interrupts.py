@@ -28,8 +28,12 @@ def test_a_signal_delivered_twice_counts_once():
   assert (other.seen(signal.SIGTERM), other.seen(signal.SIGINT)) == ("first", "again")
 
 
+# The child starts from Python's own handlers whatever it inherited (a signal ignored in the pytest
+# worker stays ignored across exec), so only the imports below can change them.
 IMPORT_EVERYTHING = """
 import pkgutil, signal, importlib
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 import tff_robust
 from tff_robust.common import hard_stop
 names = sorted(m.name for m in pkgutil.walk_packages(tff_robust.__path__, "tff_robust."))

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from absl import flags
 
-from helpers import in_process
+from helpers import in_process, start_hooks
 from helpers.paths import ROOT
 from helpers.procs import workers_with
 
@@ -174,8 +174,8 @@ def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
 
 _STUDY_HELP = "studies: each imports TensorFlow; their start-up is the package's, checked by the others"
 # Whose quiet start-up and exit a whole program checks elsewhere (stderr empty or one line, a user's
-# environment): main's default run (test_default_run_console_has_header_rounds_and_summary), tune's
-# refusal without data (test_refusals), the corpus builder's refusal (below).
+# environment): main's default run (test_default_run_console_then_ctrl_c_stops_its_extension_…),
+# tune's refusal without data (test_refusals), the corpus builder's refusal (below).
 HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus")
 
 
@@ -230,29 +230,21 @@ def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path, args, patte
   assert not os.listdir(tmp_path)  # failed before writing anything
 
 
-# ---- 2. signals: stop at the end of the round, resumable ---------------------------------------
+# ---- 3. the default command: its console; extended, Ctrl-C stops it after the round ------------
 
 
-def _ignore_sigint():  # pragma: no cover - runs in the child
-  signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
-
-
-def _signal_after_first_round(args, marker, signum, how):
-  """Starts ``args`` as a user would (``how``: "background" ignores SIGINT, as a background job of
-  a non-interactive shell; "ctrl-c" signals the whole process group, as a terminal does), sends
-  ``signum`` once its first round line is out; returns (returncode, stdout lines seen, stderr)."""
+def _ctrl_c_after_first_round(args, marker, **extra):
+  """Starts ``args`` as a terminal's foreground job (a process group of its own) and, once its first
+  round line is out, sends SIGINT to the whole group, as Ctrl-C does; returns (returncode, stdout
+  lines seen, stderr)."""
   proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=user_env(marker), start_new_session=True,
-                          preexec_fn=_ignore_sigint if how == "background" else None)
+                          env={**user_env(marker), **extra}, start_new_session=True)
   seen = []
   try:
     for line in proc.stdout:  # wait for the first round's line, then signal
       seen.append(line)
       if line.startswith("round "):
-        if how == "ctrl-c":
-          os.killpg(proc.pid, signum)  # the terminal signals the foreground process group
-        else:
-          proc.send_signal(signum)
+        os.killpg(proc.pid, signal.SIGINT)  # the terminal signals the foreground process group
         break
     out, err = proc.communicate(timeout=300)
   finally:
@@ -262,36 +254,13 @@ def _signal_after_first_round(args, marker, signum, how):
   return proc.returncode, "".join(seen) + out, err
 
 
-def test_a_signal_stops_main_after_the_round_with_a_resumable_checkpoint(tmp_path):
-  """Ctrl-C (SIGINT to the whole process group), then the same command again as a background run
-  (SIGINT ignored) stopped by SIGTERM: each stops after its round with a checkpoint and says how to
-  resume; the second resumed the first's checkpoint and trained on from there. (One run per signal:
-  the resume is the second stop's start.)"""
-  marker = uuid.uuid4().hex
-  args = [sys.executable, "-m", "tff_robust.main", "--rounds=1000", *TINY, "--rounds_per_eval=1000",
-          "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}", "--experiment_name=e"]
-  rounds = []
-  for signum, how in ((signal.SIGINT, "ctrl-c"), (signal.SIGTERM, "background")):
-    code, out, err = _signal_after_first_round(args, marker, signum, how)
-    assert code == 128 + signum, err[-3000:]
-    assert "Traceback" not in err
-    stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume",
-                        err)
-    assert stopped and stopped.group(2) == signal.Signals(signum).name, err[-3000:]
-    k = int(stopped.group(1))
-    assert os.path.isdir(tmp_path / "e" / "checkpoints" / f"program_state_{k}")
-    assert not (tmp_path / "e" / "final_metrics.json").exists()
-    assert not workers_with(marker)
-    if rounds:  # the second start resumed the first's checkpoint and trained its next round
-      assert re.search(rf"^resumed\s+from round {rounds[0]}\b", out, re.M), out
-      assert re.search(rf"^round\s+{rounds[0] + 1}/1000 ", out, re.M) and k > rounds[0], out
-    rounds.append(k)
-
-
-# ---- 3. the console of the default command ---------------------------------------------------
-
-
-def test_default_run_console_has_header_rounds_and_summary(tmp_path):
+def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp_path):
+  """The default command (2 rounds): its console (header, a line per round, the summary, a plot
+  hint that works), its record, a quiet stderr. Then the same command with --rounds=1000 extends
+  that run: it resumes the checkpoint of round 2 and trains on, and Ctrl-C (SIGINT to the whole
+  process group) stops it after the round in progress with a checkpoint, saying how to resume.
+  One default run serves both (the extension is the resume); SIGTERM to a background job (SIGINT
+  ignored) is `test_stop_start`'s tune test, through the same `cli.StopRequest` and exit."""
   proc = main("--rounds=2", f"--root_output_dir={tmp_path}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = tmp_path / "mnist_sgd_s0"
@@ -328,3 +297,24 @@ def test_default_run_console_has_header_rounds_and_summary(tmp_path):
   # Quiet: no TensorFlow start-up noise, no absl prefixes, no checkpoint-asset lines.
   assert not proc.stderr.strip(), proc.stderr[-3000:]
   assert "Assets written" not in proc.stdout and not re.search(r"^[IWE]\d{4} ", proc.stdout, re.M)
+
+  # The same command with more rounds extends the run; Ctrl-C after its first round stops it after
+  # the round in progress (a long grace: on a loaded machine that round and its checkpoint may
+  # outlast the 7 s after which the watcher would stop it with a line of its own).
+  final = (out / "final_metrics.json").read_bytes()
+  marker = uuid.uuid4().hex
+  code, text, err = _ctrl_c_after_first_round(
+      [sys.executable, "-m", "tff_robust.main", "--rounds=1000", "--rounds_per_eval=1000",
+       "--rounds_per_checkpoint=1000", f"--root_output_dir={tmp_path}"], marker,
+      **start_hooks.environment(str(tmp_path / "hook"), "tff_robust.main", "grace", "180"))
+  assert code == 130, err[-3000:]
+  assert "Traceback" not in err
+  stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume", err)
+  assert stopped and stopped.group(2) == "SIGINT", err[-3000:]
+  k = int(stopped.group(1))
+  assert os.path.isdir(out / "checkpoints" / f"program_state_{k}")
+  assert (out / "final_metrics.json").read_bytes() == final  # a stopped run writes no final metrics
+  assert not workers_with(marker)
+  # It resumed the default run's checkpoint and trained its next round.
+  assert re.search(r"^resumed\s+from round 2\b", text, re.M), text
+  assert re.search(r"^round\s+3/1000 ", text, re.M) and k > 2, text

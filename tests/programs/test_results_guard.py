@@ -139,7 +139,7 @@ def test_the_section_pairs_the_plans_runs_and_reads_collapses_by_the_pages_crite
       "| one keyword per client | 2 | 31.0 | no | none | 33.0 | no | -2.0 |",
       f"| iid | 0 | 80.0 | {collapsed} | 4, 13 | 10.0 | **yes** | +70.0 |",
       "| iid | 1 | 70.0 | no | none | 71.0 | no | -1.0 |",
-      "| iid | 2 | running: round 17 | — | 9 so far | pending | — | not yet |"]
+      "| iid | 2 | running: round 17 | not yet | 9 so far | pending | no record | not yet |"]
   text = "\n".join(page.lines)
   assert f"**The collapses (seed 0): {verdict}** ({guard.VERDICT_WORDS[verdict]}) — one keyword per client: guarded 40.0 % (no collapse, " \
          "rejected rounds 4) vs 13.0 % unguarded, +27.0; iid: guarded 80.0 % (" in text
@@ -171,8 +171,8 @@ def test_a_run_without_final_metrics_is_running_and_one_of_other_flags_is_not_re
   _record(r, "", NONIID, 0, False, 0.13, after=FLAT)
   _record(r, "guard_kws", IID, 0, True, 0.8, extra=("--update_norm_guard_window=3",))  # not the plan's guard
   rows = [line for line in _section(tmp_path).lines if "| 0 |" in line]
-  assert rows == ["| one keyword per client | 0 | running: round 12 | — | 4 so far | 13.0 | **yes** | not yet |",
-                  "| iid | 0 | made with other flags | — | — | pending | — | not yet |"]
+  assert rows == ["| one keyword per client | 0 | running: round 12 | not yet | 4 so far | 13.0 | **yes** | not yet |",
+                  "| iid | 0 | made with other flags | no record | no record | pending | no record | not yet |"]
   pairs = guard.gather(r, _corpus(r))
   assert guard.collapse_verdict(pairs) is None
 

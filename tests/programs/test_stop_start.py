@@ -166,10 +166,23 @@ def test_a_rerun_after_a_kill_before_any_checkpoint_says_it_starts_at_round_1(tm
 
 # ---- tune: SIGTERM is answered ------------------------------------------------------------------
 
+def _ignore_sigint():  # pragma: no cover - runs in the child
+  signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a non-interactive shell
+
+
 def test_tune_says_where_it_stopped_on_sigterm(tmp_path):
+  """`kill PID` to a study started in the background (SIGINT ignored, as a non-interactive shell
+  starts `cmd &`): it stops after the round in progress, saying where that arm resumes. (main's
+  Ctrl-C is test_cli's; both answer through `cli.StopRequest` and `cli.end`.) A long grace: on a
+  loaded machine the round and its checkpoint may outlast the 7 s after which the watcher would
+  stop the study with a line of its own (`start_hooks`' ``grace``)."""
   marker = uuid.uuid4().hex
-  proc = _start([sys.executable, "-m", "tff_robust.tune", "--rounds=50", "--rs_arms=1", "--tune_methods=rs",
-                 *TINY, f"--root_output_dir={tmp_path}", "--experiment_name=s"], marker)
+  args = [sys.executable, "-m", "tff_robust.tune", "--rounds=50", "--rs_arms=1", "--tune_methods=rs", *TINY,
+          f"--root_output_dir={tmp_path}", "--experiment_name=s"]
+  proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=_env(marker, **start_hooks.environment(str(tmp_path / "hook"), "tff_robust.tune",
+                                                                     "grace", "180")),
+                          start_new_session=True, preexec_fn=_ignore_sigint)
   head = _wait_for_line(proc, "round ")
   proc.send_signal(signal.SIGTERM)  # `kill PID`
   out, err = _finish(proc)

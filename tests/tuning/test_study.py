@@ -3,6 +3,7 @@
 import csv
 import math
 import os
+import types
 
 import optuna
 import pytest
@@ -46,14 +47,32 @@ def config(tmp_path, **kw):
                            sha_eta=3, sha_min_rounds=1, sha_max_rounds=9, **kw)
 
 
-def test_sha_follows_its_schedule_and_promotes_the_best(tmp_path):
-  cfg = config(tmp_path, methods=("sha",))
+@pytest.fixture(scope="module")
+def full_study(tmp_path_factory):
+  """One uninterrupted study of every method (RS, SHA, RS+FedEx, SHA+FedEx) with a fake runner.
+  Each method runs in turn on its own Optuna study and an arm's draw depends only on (seed, rs|sha,
+  index), so each method's trainings, arms and result are those of a study of that method alone:
+  the tests below read their method's part (opening a study file and running a method cost about
+  0.5-1 CPU-s each; five studies were run before)."""
+  cfg = config(tmp_path_factory.mktemp("full"), methods=study.METHODS)
   runner = FakeRunner()
-  [result] = study.run_study(cfg, runner)
+  results = study.run_study(cfg, runner)
+  return types.SimpleNamespace(cfg=cfg, runner=runner, results=results)
+
+
+def _of(method, records):
+  return [r for r in records if r[0] == method]
+
+
+def test_sha_follows_its_schedule_and_promotes_the_best(full_study):
+  cfg, runner = full_study.cfg, full_study.runner
+  result = full_study.results[cfg.methods.index("sha")]
+  assert result.method == "sha"
+  trained = _of("sha", runner.trained)
   schedule = sha.sha_schedule(9, 3, 1, 9)
   assert [(r.num_arms, r.budget_rounds) for r in schedule] == [(9, 1), (3, 3), (1, 9)]
   # Rung by rung: n_s arms, each trained to the rung's cumulative budget.
-  by_rung = [[n for _, n, r in runner.trained if r == rung.budget_rounds] for rung in schedule]
+  by_rung = [[n for _, n, r in trained if r == rung.budget_rounds] for rung in schedule]
   assert [len(arms) for arms in by_rung] == [9, 3, 1]
   s = optuna.load_study(study_name="sha", storage=study._storage_url(cfg.study_dir))
   params = {t.number: t.params for t in s.trials}
@@ -70,32 +89,36 @@ def test_sha_follows_its_schedule_and_promotes_the_best(tmp_path):
   assert s.trials[best].intermediate_values == {1: pytest.approx(arm_loss(params[best], 1)),
                                                 3: pytest.approx(arm_loss(params[best], 3)),
                                                 9: pytest.approx(arm_loss(params[best], 9))}
-  assert runner.evaluated == [("sha", best, 9)]
-  # Each arm is released once, as soon as the rung it was last trained in ends.
-  assert sorted(n for _, n, _ in runner.released) == sorted(params)
-  for _, n, after in runner.released:
-    last_budget = max(r for _, m, r in runner.trained if m == n)
-    rung_end = 1 + max(i for i, (_, _, r) in enumerate(runner.trained) if r == last_budget)
+  assert _of("sha", runner.evaluated) == [("sha", best, 9)]
+  # Each arm is released once, as soon as the rung it was last trained in ends (positions in the
+  # whole study's list of trainings, of which SHA's are one stretch).
+  released = _of("sha", runner.released)
+  assert sorted(n for _, n, _ in released) == sorted(params)
+  for _, n, after in released:
+    last_budget = max(r for _, m, r in trained if m == n)
+    rung_end = 1 + max(i for i, (method, _, r) in enumerate(runner.trained)
+                       if method == "sha" and r == last_budget)
     assert after == rung_end
 
 
-def test_random_search_trains_every_arm_fully_and_picks_the_lowest_loss(tmp_path):
-  runner = FakeRunner()
-  [result] = study.run_study(config(tmp_path, methods=("rs",)), runner)
-  assert sorted(runner.trained) == [("rs", n, 9) for n in range(4)]
-  s = optuna.load_study(study_name="rs", storage=study._storage_url(str(tmp_path / "study")))
+def test_random_search_trains_every_arm_fully_and_picks_the_lowest_loss(full_study):
+  cfg, runner = full_study.cfg, full_study.runner
+  result = full_study.results[cfg.methods.index("rs")]
+  assert result.method == "rs"
+  assert sorted(_of("rs", runner.trained)) == [("rs", n, 9) for n in range(4)]
+  s = optuna.load_study(study_name="rs", storage=study._storage_url(cfg.study_dir))
   losses = {t.number: arm_loss(t.params, 9) for t in s.trials}
   assert result.arm == min(losses, key=losses.get)
   assert result.rounds == 36
 
 
-def test_arms_are_distinct_and_shared_between_a_method_and_its_fedex_variant(tmp_path):
-  cfg = config(tmp_path, methods=("rs", "rs_fedex", "sha"))
-  study.run_study(cfg, FakeRunner())
+def test_arms_are_distinct_and_shared_between_a_method_and_its_fedex_variant(full_study):
+  cfg = full_study.cfg
   url = study._storage_url(cfg.study_dir)
   params = {m: [t.params for t in optuna.load_study(study_name=m, storage=url).trials]
             for m in cfg.methods}
   assert params["rs"] == params["rs_fedex"]
+  assert params["sha"] == params["sha_fedex"]
   lrs = [p["server_lr"] for p in params["rs"]] + [p["server_lr"] for p in params["sha"]]
   assert len(set(lrs)) == len(lrs)  # RS and SHA draw their own arms
   for p in params["rs"] + params["sha"]:
@@ -103,10 +126,12 @@ def test_arms_are_distinct_and_shared_between_a_method_and_its_fedex_variant(tmp
     assert 0.95 <= p["server_lr_decay"] <= 1.0
 
 
-def test_a_restarted_study_trains_only_what_is_missing(tmp_path):
-  cfg = config(tmp_path)
-  uninterrupted = FakeRunner()
-  expected = study.run_study(config(tmp_path / "ref"), uninterrupted)
+def test_a_restarted_study_trains_only_what_is_missing(tmp_path, full_study):
+  cfg = config(tmp_path)  # RS and SHA
+  # The uninterrupted study of these methods: their part of the full one (see `full_study`).
+  uninterrupted = [t for t in full_study.runner.trained if t[0] in cfg.methods]
+  expected = [r for r in full_study.results if r.method in cfg.methods]
+  assert [r.method for r in expected] == list(cfg.methods)
 
   crashed = FakeRunner(crash_after=7)  # all 4 RS arms, then 3 of SHA's first rung
   with pytest.raises(KeyboardInterrupt):
@@ -114,7 +139,7 @@ def test_a_restarted_study_trains_only_what_is_missing(tmp_path):
   resumed = FakeRunner()
   results = study.run_study(cfg, resumed)
   assert not set(crashed.trained) & set(resumed.trained)  # nothing trained twice
-  assert sorted(crashed.trained + resumed.trained) == sorted(uninterrupted.trained)
+  assert sorted(crashed.trained + resumed.trained) == sorted(uninterrupted)
   assert [(r.arm, r.val_loss, r.params) for r in results] == [
       (r.arm, r.val_loss, r.params) for r in expected]
 
@@ -123,9 +148,8 @@ def test_a_restarted_study_trains_only_what_is_missing(tmp_path):
   assert again.trained == [] and again.evaluated == []
 
 
-def test_table_has_one_row_per_method(tmp_path):
-  cfg = config(tmp_path, methods=study.METHODS)
-  study.run_study(cfg, FakeRunner())
+def test_table_has_one_row_per_method(full_study):
+  cfg = full_study.cfg
   text = open(os.path.join(cfg.study_dir, "table.md")).read()
   for label in ("| RS |", "| SHA |", "| RS+FedEx |", "| SHA+FedEx |"):
     assert label in text

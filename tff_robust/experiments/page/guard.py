@@ -30,7 +30,7 @@ from tff_robust.common import markdown
 from tff_robust.common.paired import FAILED, HELD, NOISE
 from tff_robust.experiments.page import collapses, commits
 from tff_robust.experiments.page.verdicts import Judged, judge
-from tff_robust.experiments.runs import REPO
+from tff_robust.experiments.page.plan import committed_lines
 
 FOLDER = "guard_kws"  # under the page's runs root: the plan and the guarded arm of seeds 0-1
 PLAN = os.path.join(FOLDER, "plan.md")
@@ -165,12 +165,9 @@ def cost(pairs: Sequence[Pair]) -> Judged | None:
 
 def _plan_lines(root: str) -> list[str]:
   """The plan's *Rule* as a quotation with a link to the whole plan (from ROOT, else the committed copy)."""
-  path = next((p for p in (os.path.join(root, PLAN), os.path.join(REPO, "docs", "runs", PLAN))
-               if os.path.isfile(p)), None)
-  if path is None:
+  text = committed_lines(root, PLAN)
+  if text is None:
     return [f"The plan (`{PLAN}`) is not in this checkout.", ""]
-  with open(path) as f:
-    text = f.read().splitlines()
   start = next((i + 1 for i, line in enumerate(text) if line.strip() == "## Rule"), len(text))
   end = next((i for i in range(start, len(text)) if text[i].startswith("## ")), len(text))
   rule = text[start:end]
@@ -182,16 +179,18 @@ def _plan_lines(root: str) -> list[str]:
 
 
 def _rejected(arm: Arm) -> str:
-  """The rounds the guard rejected: ``none``, ``4, 13``, ``… so far`` while running; ``—`` without a record."""
+  """The rounds the guard rejected: ``none``, ``4, 13``, ``… so far`` while running; ``no record``
+  without one (every cell of the page's tables holds a word or a number)."""
   if arm.state not in (DONE, RUNNING):
-    return "—"
+    return "no record"
   text = ", ".join(map(str, arm.rejected)) if arm.rejected else "none"
   return text + (" so far" if arm.state == RUNNING else "")
 
 
 def _collapsed(arm: Arm) -> str:
+  """``**yes**``/``no`` once the run is done; ``not yet`` while it runs; ``no record`` without one."""
   if arm.state != DONE:
-    return "—"
+    return "not yet" if arm.state == RUNNING else "no record"
   return "no AH grid" if arm.collapsed is None else "**yes**" if arm.collapsed else "no"
 
 

@@ -38,7 +38,7 @@ from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.page.horizon import made_with
-from tff_robust.experiments.page.plan import command_path
+from tff_robust.experiments.page.plan import command_path, committed_lines
 from tff_robust.experiments.page.seeds import RMAH_TABLE3
 from tff_robust.experiments.planned import CEILING as CEILING_ARM, KWS200_ARMS, KWS200_CEILING, KWS200_ROW
 from tff_robust.experiments.runs import REPO, flag_values
@@ -181,12 +181,10 @@ def differences(found: Mapping[tuple[str, str], Mapping[int, Read]], arm: str) -
 
 def _rule_lines(root: str) -> list[str]:
   """The rule file as a quotation (its title left out), from ROOT or else the committed copy."""
-  path = next((p for p in (os.path.join(root, RULE), os.path.join(REPO, "docs", "runs", RULE))
-               if os.path.isfile(p)), None)
-  if path is None:
+  lines = committed_lines(root, RULE)
+  if lines is None:
     return [f"The rule (`{RULE}`) is not in this checkout.", ""]
-  with open(path) as f:
-    body = f.read().strip().splitlines()
+  body = "\n".join(lines).strip().splitlines()
   title = body.pop(0).lstrip("# ") if body and body[0].startswith("#") else "the rule"
   while body and not body[0].strip():
     body.pop(0)

