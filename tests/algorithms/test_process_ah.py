@@ -1,5 +1,7 @@
 """Adaptive hyper-parameters inside the process: h_t sampling, reward, eq. 7 update, resume."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,11 +24,15 @@ def _val(clients):
   return x, y
 
 
+@functools.lru_cache(maxsize=None)
+def _evaluator():
+  """One evaluator (one model, traced once per batch shape) for every loss of the module."""
+  return evaluation.make_evaluator(toy.model_fn, toy.loss_fn, None)
+
+
 def _loss(weights, val):
-  evaluate = evaluation.make_evaluator(
-      toy.model_fn, toy.loss_fn, None)
-  return evaluate(weights.trainable, weights.non_trainable,
-                  tf.data.Dataset.from_tensor_slices(val).batch(256))["loss"]
+  return _evaluator()(weights.trainable, weights.non_trainable,
+                      tf.data.Dataset.from_tensor_slices(val).batch(256))["loss"]
 
 
 def test_server_source_round_matches_policy_functions(tff_rt):

@@ -68,6 +68,18 @@ def test_persisted_theta_round_trip_matches_hand_computation(tff_rt, normalize, 
     assert any(not np.allclose(g, s) for g, s in zip(client_theta, theta0))  # θ trained
 
 
+_BY_HAND = {}
+
+
+def manual_rm_client_once(w, theta, x, y, cfg):
+  """`manual_rm_client`, computed once per input (the bytes of w, θ, x, y and the config)."""
+  key = (tuple(np.asarray(a).tobytes() for a in w), tuple(np.asarray(t).tobytes() for t in theta),
+         x.tobytes(), y.tobytes(), cfg)
+  if key not in _BY_HAND:
+    _BY_HAND[key] = manual_rm_client(w, theta, x, y, cfg)
+  return _BY_HAND[key]
+
+
 def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
   """--rm_theta_lr_follows: in a round whose schedule halves η (0.1 -> 0.05), θ's Adam takes
   rm_theta_lr · η_t / client_lr = 0.005; without it, θ keeps 0.01 while w steps at 0.05."""
@@ -87,9 +99,12 @@ def test_theta_rate_follows_the_rounds_client_lr(tff_rt):
     thetas2 = [s["rm"] for s in states2]
     cfg = rm_config("persist", theta_lr=theta_lr, client=dict(lr=0.05))
     other = rm_config("persist", theta_lr=0.015 - theta_lr, client=dict(lr=0.05))  # the other rule's rate
+    # Round 1 runs at η = client_lr, where both rules give θ the same rate: measured, both
+    # processes leave the same w_1 and θ^i bit for bit, so one rule's expected θ^i is the other's
+    # wrong one, each computed by hand once.
     for (x, y), start, got in zip(clients, thetas, thetas2):
-      _, want = manual_rm_client(w1, start, x, y, cfg)
-      _, wrong = manual_rm_client(w1, start, x, y, other)
+      _, want = manual_rm_client_once(w1, start, x, y, cfg)
+      _, wrong = manual_rm_client_once(w1, start, x, y, other)
       for g, w, o in zip(got, want, wrong):
         np.testing.assert_allclose(g, w, atol=2e-4)  # two rounds of float32 Adam
       assert max(np.abs(g - o).max() for g, o in zip(got, wrong)) > 5e-3
@@ -185,7 +200,9 @@ def test_loop_persists_theta_by_client_id(tff_rt, tmp_path):
 
 
 def test_fa_rm_trains_on_one_class_clients(tff_rt):
-  """FA+RM learns a 3-class problem whose clients each hold a single class."""
+  """FA+RM learns a 3-class problem whose clients each hold a single class. Accuracy measured per
+  round: 0.395 after 1, 0.705 after 10, 0.797 after 20, 0.830 after 25, 0.857 after 30 (the 30
+  rounds stay: a round costs about 0.1 CPU-s, and after 25 the margin would be 0.03)."""
   rng = np.random.default_rng(1)
   w = rng.normal(size=(6, 3))
   x = rng.normal(size=(600, 6)).astype(np.float32)
@@ -220,12 +237,18 @@ def _digits_one_class():
 
 
 # Rounds of the digits studies, measured (drift ratios to FA's over the first n rounds; FA's and
-# the reversed form's accuracy at round n): the drift ratios settle by round 6 (unit form
-# 1.05-1.06, sum form 1.75 / 1.90 at 6, 2.07 / 1.92 at 10, 2.39 / 2.30 at 20); FA's accuracy
-# passes 0.5 at round 12 (0.70 at 20); the reversed form's accuracy reaches FA's only by round 20
-# (-0.10 at 15, -0.015 at 20). The large-step round after 6 warm rounds: logits 2.47x FA's norm,
-# softmax 1.11x, loss gap 0.071 (after 8: 2.42x, 1.02x, 0.071; after 5: 1.95x, 1.44x, 0.034).
-DRIFT_ROUNDS = 10  # the mean client drift compared over these rounds
+# the reversed form's accuracy at round n). The drift ratios over the first n = 1, 2, ..., 10 rounds:
+#   authors, unit: 1.089 1.085 1.076 1.068 1.062 1.060 1.061 1.060 1.059 1.059  (bound <= 1.15)
+#   reversed, unit: 1.020 1.035 1.043 1.049 1.053 1.057 1.059 1.061 1.062 1.063  (bound <= 1.15)
+#   authors, sum: 2.734 2.138 1.935 1.876 1.875 1.904 1.946 1.986 2.027 2.067  (bound > 1.5)
+#   reversed, sum: 3.457 2.280 1.931 1.786 1.745 1.753 1.784 1.822 1.870 1.917  (bound > 1.5)
+# (and 2.39 / 2.30 for the sum forms at 20): every count holds with the margins of 10 rounds or
+# close (unit at most 1.09; sum at least 1.745, its low at 5, then it grows), so 4 rounds are
+# compared. FA's accuracy passes 0.5 at round 12 (0.70 at 20); the reversed form's accuracy
+# reaches FA's only by round 20 (-0.10 at 15, -0.015 at 20). The large-step round after 6 warm
+# rounds: logits 2.47x FA's norm, softmax 1.11x, loss gap 0.071 (after 8: 2.42x, 1.02x, 0.071;
+# after 5: 1.95x, 1.44x, 0.034).
+DRIFT_ROUNDS = 4  # the mean client drift compared over these rounds
 ACCURACY_ROUNDS = 20  # FA's and the reversed form's accuracy after these rounds
 WARM_ROUNDS = 6  # the large-step study's rounds at lr 0.1 before its round at a large lr
 
@@ -240,6 +263,8 @@ class DigitsStudies:
   def __init__(self):
     self.x, self.y, self.spec, self.data = _digits_one_class()
     self._processes, self._rounds, self.accuracies = {}, {}, {}
+    self._evaluate = None
+    self._all = tf.data.Dataset.from_tensor_slices((self.x, self.y)).batch(2000)
 
   def process(self, rm: RMConfig, lr: float = 0.1):
     key = (rm, lr)
@@ -275,9 +300,12 @@ class DigitsStudies:
 
   def evaluate(self, p, state) -> dict:
     weights = p.get_model_weights(state)
-    evaluate = evaluation.make_evaluator(self.spec.model_fn, toy.loss_fn, sparse_accuracy)
-    return evaluate(weights.trainable, weights.non_trainable,
-                    tf.data.Dataset.from_tensor_slices((self.x, self.y)).batch(2000))
+    if self._evaluate is None:
+      # One evaluator for every evaluation of the studies, made and traced at the first: a Keras
+      # model made before a process is traced (TFF traces in a v1 graph) cannot be traced after
+      # it, and the later calls reuse the first trace (the same weights' and data's shapes).
+      self._evaluate = evaluation.make_evaluator(self.spec.model_fn, toy.loss_fn, sparse_accuracy)
+    return self._evaluate(weights.trainable, weights.non_trainable, self._all)
 
 
 @pytest.fixture(scope="module")
@@ -311,9 +339,10 @@ def test_rm_does_not_drive_one_class_clients_apart(digits, form):
   With the default per-unit weighting and θ's own optimizer, a standard weight must keep the
   drift near FA's (and, with the reversed layers where it was established, the accuracy near
   FA's; the authors' layers' accuracy is measured on the tables, at their own chosen weight).
-  The drifts are compared over the first `DRIFT_ROUNDS` (10): their ratios to FA's settle by
-  round 6 and stay there to round 20; the accuracies after 20 rounds, the budget in which the
-  reversed form catches up with FA (measured above `DRIFT_ROUNDS`)."""
+  The drifts are compared over the first `DRIFT_ROUNDS` (4): over every count from 1 to 10
+  rounds the unit form's ratio to FA's is at most 1.09 and the sum form's at least 1.745 (and
+  2.3-2.4 at 20); the accuracies after 20 rounds, the budget in which the reversed form catches
+  up with FA (measured above `DRIFT_ROUNDS`)."""
   fa, rm = _rm(0.0), _rm(1.0, form=form)  # FA's run: once per module, whatever the form
   fa_drift, rm_drift = _mean_drift(digits, fa), _mean_drift(digits, rm)
   assert _accuracy(digits, fa) > 0.5  # the task is learnable by FA in this budget
@@ -326,14 +355,16 @@ def test_rm_does_not_drive_one_class_clients_apart(digits, form):
   assert sum_drift > 1.5 * fa_drift, (sum_drift, fa_drift)
 
 
-def _digits_large_step_round(digits, rm_weight, top_source="logits", big_lr=0.5):
+def _digits_large_step_round(digits, rm_weight, top_source="logits", big_lr=0.5, loss=True):
   """`WARM_ROUNDS` rounds at lr 0.1 (θ kept per client), then one round at ``big_lr`` from that
-  state. Returns the norm of that round's aggregated update and the loss it leaves on all digits."""
+  state. Returns the norm of that round's aggregated update and the loss it leaves on all digits
+  (None unless ``loss``: an evaluation the test does not read is not made)."""
   rm = _rm(rm_weight, top_source=top_source)
   warm_out, thetas = digits.rounds(rm, WARM_ROUNDS)[-1]
   big = digits.process(rm, big_lr)
   out, _ = digits.round_(big, rm, warm_out.state, thetas)
-  return float(out.metrics["update_norm"]), float(digits.evaluate(big, out.state)["loss"])
+  return (float(out.metrics["update_norm"]),
+          float(digits.evaluate(big, out.state)["loss"]) if loss else None)
 
 
 def test_top_term_from_logits_inflates_a_large_step_round(digits):
@@ -345,7 +376,7 @@ def test_top_term_from_logits_inflates_a_large_step_round(digits):
   warm rounds (`WARM_ROUNDS`; it was 8): from round 6 on the ratios and the loss gap are those of
   8 warm rounds, after 5 the softmax form's norm is still 1.44x FA's (measured above `DRIFT_ROUNDS`);
   FA's warm rounds are the first rounds of the drift study's FA run."""
-  fa_norm, fa_loss = _digits_large_step_round(digits, 0.0)  # FA's warm rounds: the drift study's
+  fa_norm, _ = _digits_large_step_round(digits, 0.0, loss=False)  # FA's warm rounds: the drift study's
   logits_norm, logits_loss = _digits_large_step_round(digits, 0.3, "logits")
   soft_norm, soft_loss = _digits_large_step_round(digits, 0.3, "softmax")
   assert logits_norm > 1.8 * fa_norm, (logits_norm, fa_norm)
