@@ -74,7 +74,7 @@ def test_total_train_examples_counts_all_clients_without_held_out_ones():
   assert process_for_task.total_train_examples(task.train, 3) == 17
 
 
-def test_build_process_for_task_takes_n_and_ahs_sample_from_the_task(tff_rt):
+def test_build_process_for_task_takes_n_and_ahs_sample_from_the_task(tff_rt, monkeypatch):
   """The public entry point: the task's spec, N for --aggregation_norm=all, and with AH's server
   loss source its server-held sample (of the clients here: the task has no validation set)."""
   task = _task()
@@ -84,8 +84,15 @@ def test_build_process_for_task_takes_n_and_ahs_sample_from_the_task(tff_rt):
   assert built.spec.element_spec == task.train.element_type_structure
   assert [len(a) for a in built.server_val] == [5, 5]
   assert built.process.next.type_signature.parameter[1].member == built.process.client_input_type
+  # The default configuration draws no server-held sample and gives the build none (nor N): what
+  # `build_process` receives is checked, not built (a build costs about 1 CPU-s).
+  calls = []
+  monkeypatch.setattr(process_for_task, "build_process",
+                      lambda spec, config, **kwargs: calls.append((config, kwargs)) or "built")
   plain = process_for_task.build_process_for_task(task, ProcessConfig())
-  assert plain.server_val is None
+  assert plain.server_val is None and plain.process == "built"
+  [(config, kwargs)] = calls
+  assert config == ProcessConfig() and kwargs["server_val"] is None and kwargs["total_examples"] is None
 
 
 def test_all_needs_n():

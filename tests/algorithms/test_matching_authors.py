@@ -63,13 +63,18 @@ def forward(x, w):
 def eq1(x, w, w_frozen, theta):
   """Eq. 1, squared error summed over units and averaged over the batch, with the authors'
   f_j: f_0 = conv(a_1) (identity), f_1 = ReLU(conv(unpool(a_2))), f_2 = ReLU(Linear(a_3))."""
+  return eq1_of(forward(x, w), forward(x, w_frozen)[0], theta)
+
+
+def eq1_of(acts_and_mask, targets, theta):
+  """`eq1` from the model's activations and argmax mask (`forward`) and M^F's activations: the
+  numerical gradients reuse what a perturbation does not change."""
   (t0, c0, t1, c1, t2, c2) = theta
-  acts, mask = forward(x, w)
-  targets, _ = forward(x, w_frozen)
+  acts, mask = acts_and_mask
   recs = [conv_same(acts[1], t0, c0),
           np.maximum(conv_same(unpool(acts[2], mask), t1, c1), 0),
           np.maximum(acts[3] @ t2 + c2, 0).reshape(acts[2].shape)]
-  return sum(np.sum((r - t) ** 2) for r, t in zip(recs, targets[:3])) / len(x)
+  return sum(np.sum((r - t) ** 2) for r, t in zip(recs, targets[:3])) / len(acts[0])
 
 
 def _numeric_grad(f, params, k, eps=1e-6):
@@ -115,11 +120,13 @@ def test_authors_layers_are_eq1_by_hand_loss_and_gradients():
   assert rec1.shape == (B, 6, 6, 2) and np.count_nonzero(pre_relu) == pre_relu.size
 
   xs = x.astype(np.float64)
+  targets = forward(xs, wf)[0]   # M^F's: the same under every perturbation below
   for k in range(len(w)):   # d eq.1 / d w^i
-    num = _numeric_grad(lambda p: eq1(xs, p, wf, theta), w, k)
+    num = _numeric_grad(lambda p: eq1_of(forward(xs, p), targets, theta), w, k)
     np.testing.assert_allclose(grads[k].numpy(), num, rtol=2e-3, atol=2e-4)
+  acts_and_mask = forward(xs, w)   # the model's: the same under a perturbation of θ
   for k in range(len(theta)):   # d eq.1 / d θ
-    num = _numeric_grad(lambda p: eq1(xs, w, wf, p), theta, k)
+    num = _numeric_grad(lambda p: eq1_of(acts_and_mask, targets, p), theta, k)
     np.testing.assert_allclose(grads[len(w) + k].numpy(), num, rtol=2e-3, atol=2e-4)
 
 

@@ -28,7 +28,9 @@ def inputs(clients, seeds):
 @pytest.fixture(scope="module")
 def sampling_round(tff_rt):
   """Six clients, six local-steps configurations, --fedex_objective=error: one round. The sampling
-  test and the error objective's read it (each built and ran its own process before)."""
+  test and the error objective's read it (each built and ran its own process before). Measured: θ
+  moves by up to 0.44 in the round with the error objective (0.46 with the loss), and the round's
+  fedex_mean_val_loss is its validation error 0.5417 (1.1015 with the loss)."""
   del tff_rt
   space = fedex_space.SearchSpace(**{**ONLY, "local_steps": (1, 2, 3, 4, 5, 6)})
   options = fedex_space.FedExOptions(k=6, radius=1.0, objective="error", seed=0)
@@ -44,7 +46,7 @@ def sampling_round(tff_rt):
 
 @pytest.fixture(scope="module")
 def theta_rounds(tff_rt):
-  """Four learning rates (--fedex_objective=loss, the default), eight clients, 8 rounds: θ's test
+  """Four learning rates (--fedex_objective=loss, the default), eight clients, 5 rounds: θ's test
   and the loss objective's (its first round) read them."""
   del tff_rt
   space = fedex_space.SearchSpace(**{**ONLY, "learning_rate": (1e-4, 3e-4, 1e-3, 0.3)})
@@ -59,8 +61,9 @@ def theta_rounds(tff_rt):
   state = p.initialize()
   rounds = []  # (θ before the round, the clients' seeds, the round's output)
   # θ[best] measured after each round (argmax = best from round 1): 0.734, 0.756, 0.761, 0.931, 0.986,
-  # 0.997, 0.9995, 0.9999 after 8, 1.0000 after 9-14; 8 rounds keep the bound 0.8 with margin (was 15).
-  for t in range(1, 9):
+  # 0.997, 0.9995, 0.9999 after 8, 1.0000 after 9-14; 5 rounds keep the bound 0.8 with margin 0.19
+  # (was 15, then 8). Round 1's fedex_mean_val_loss 1.093 against its validation error 0.594.
+  for t in range(1, 6):
     seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
     theta_t = np.asarray(state["core"]["fedex"]["theta"])
     out = p.next(state, inputs(clients, seeds))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -318,7 +319,9 @@ def test_observe_loss_skips_unknown_first_loss_then_updates():
 # Toy bandits, run in graph mode.
 
 
-def _bandit(cfg, target_raw, rounds, seed):
+@functools.lru_cache(maxsize=None)
+def _bandit_round(cfg, target_raw):
+  """One bandit round, traced once per (config, target): the seeds of a test share it."""
   pts, b = hparam_grid.normalized_grid(cfg), hparam_grid.bounds(cfg)
   target = hparam_grid.normalize(cfg, target_raw)
 
@@ -330,6 +333,11 @@ def _bandit(cfg, target_raw, rounds, seed):
     r = 0.05 - 0.1 * tf.norm(h - target) + noise   # relative-loss-reduction scale
     return rf.record_and_update(state, r, cfg.hyper_lr, b)
 
+  return one_round, target, b
+
+
+def _bandit(cfg, target_raw, rounds, seed):
+  one_round, target, b = _bandit_round(cfg, tuple(target_raw))
   st = _tensors(rf.initial_state(cfg))
   traj = []
   for t in range(rounds):

@@ -1,5 +1,6 @@
 """Local executor services: a round's clients split across two workers, same result as one."""
 
+import functools
 import os
 import signal
 import socket
@@ -64,9 +65,15 @@ def mean_and_groups(x):
   return tff.federated_mean(x), group
 
 
-def run_aggregator(kind, deltas):
+@functools.lru_cache(maxsize=None)
+def _aggregation_process(kind):
+  """Built (traced) once: the same computation runs on one runtime and on two workers."""
   value_type = tff.types.to_type([tff.TensorType(np.float32, [3])])
-  process = aggregation.build_aggregator(kind).create(value_type, tff.TensorType(np.float32))
+  return aggregation.build_aggregator(kind).create(value_type, tff.TensorType(np.float32))
+
+
+def run_aggregator(kind, deltas):
+  process = _aggregation_process(kind)
   return process.next(process.initialize(), deltas, [1.0] * len(deltas))
 
 
