@@ -51,10 +51,6 @@ def test_importing_any_module_leaves_the_signals_alone():
   that process (a test's SIGTERM to itself) ends it `GRACE_SECONDS` later from the watcher."""
   import subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
   from helpers.paths import ROOT  # pylint: disable=g-import-not-at-top
-
-  def python_defaults():  # the child starts as from a terminal, also when pytest ignores SIGINT (`cmd &`)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-      signal.signal(signum, signal.SIG_DFL)
   out = subprocess.run([sys.executable, "-c", IMPORT_EVERYTHING], cwd=ROOT, capture_output=True,
-                       text=True, timeout=600, check=True, preexec_fn=python_defaults).stdout.split()
+                       text=True, timeout=600, check=True).stdout.split()
   assert int(out[0]) > 100 and out[1:] == ["True", "True", "-1"], out
