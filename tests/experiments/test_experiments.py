@@ -634,11 +634,13 @@ def test_sigterm_stops_every_started_run(tmp_path):
         with contextlib.suppress(ProcessLookupError):
           os.kill(p, signal.SIGKILL)
 
+  before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
   thread = threading.Thread(target=signal_when_started, daemon=True)
   thread.start()
   proc = in_process.run("tff_robust.experiments", *INTERRUPT_ARGS, f"--root_output_dir={tmp_path / 'out'}",
                         f"--python={fake}")
   thread.join(timeout=60)
+  assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # put back
   assert sent, proc.stdout + proc.stderr
   _check_stopped(tmp_path, sent[0], proc.returncode, proc.stdout, proc.stderr, "SIGTERM")
 

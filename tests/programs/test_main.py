@@ -18,8 +18,7 @@ from tff_robust.flags import record
 from helpers import data_makers, in_process
 from helpers.flag_parse import parse
 from helpers.paths import ROOT
-from helpers.procs import orphan_workers
-from helpers.suite_programs_procs import live_child_workers
+from helpers.procs import live_child_workers, orphan_workers
 
 definitions.define_flags()
 FLAGS = flags.FLAGS

@@ -19,8 +19,7 @@ from tff_robust.common import console, paths
 from helpers import in_process
 from helpers.flag_parse import parse, parse_main
 from helpers.paths import ROOT
-from helpers.procs import workers_with
-from helpers.suite_programs_procs import live_child_workers
+from helpers.procs import live_child_workers, workers_with
 
 
 def _run(args, timeout=300, cwd=ROOT):

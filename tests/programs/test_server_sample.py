@@ -62,7 +62,8 @@ def test_one_class_clients_every_class_near_its_share(task, n):
 
 def test_central_validation_sample_is_uniform_over_all_examples():
   """A central set of 30,000 examples in order: the sample reaches past the first 10,000."""
-  ds = tf.data.Dataset.range(30_000).map(lambda i: (i, i % 10))
+  i = np.arange(30_000)  # the same elements as range(30_000).map(...), without a map per element:
+  ds = tf.data.Dataset.from_tensor_slices((i, i % 10))  # 1.4 CPU-s a sample, not 2.5 (load 20)
   x, _ = evaluation.server_sample(None, ds, 500, seed=1)
   assert len(np.unique(x)) == 500
   assert np.all(np.diff(x) > 0)  # dataset order

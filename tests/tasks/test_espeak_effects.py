@@ -43,19 +43,25 @@ def _tone(seconds: float = 0.4) -> np.ndarray:
   return 0.5 * np.sin(2 * np.pi * 300 * t) * np.hanning(len(t))
 
 
+@pytest.fixture(scope="module")
+def off(tmp_path_factory) -> espeak_corpus.CorpusInfo:
+  """`_build` without effects: built once for the two tests below."""
+  if espeak_corpus.espeak_binary() is None:
+    pytest.skip("espeak-ng is not installed (apt-get install -y espeak-ng)")
+  return _build(str(tmp_path_factory.mktemp("effects") / "off"))
+
+
 @needs_espeak
-def test_build_without_effects_is_todays_corpus(tmp_path):
-  off = _build(str(tmp_path / "off"))
+def test_build_without_effects_is_todays_corpus(tmp_path, off):
   named = _build(str(tmp_path / "named"), effects=espeak_effects.parse("off"))
   assert off.manifest["fingerprint"] == FINGERPRINT_BEFORE_EFFECTS
   assert named.manifest == off.manifest and "effects" not in off.manifest["parameters"]
 
 
 @needs_espeak
-def test_effects_are_seeded_per_clip_and_recorded(tmp_path):
+def test_effects_are_seeded_per_clip_and_recorded(tmp_path, off):
   a = _build(str(tmp_path / "a"), effects=EVERYTHING)
   b = _build(str(tmp_path / "b"), effects=EVERYTHING, workers=1)
-  off = _build(str(tmp_path / "off"))
   clips_a, clips_off = _clips(a.out_dir), _clips(off.out_dir)
   assert clips_a == _clips(b.out_dir) and a.manifest["fingerprint"] == b.manifest["fingerprint"]
   assert all(clips_a[k] != clips_off[k] for k in clips_a)
