@@ -607,10 +607,18 @@ def test_interrupt_stops_every_started_run(tmp_path):
       [sys.executable, "-m", "tff_robust.experiments", *INTERRUPT_ARGS,
        f"--root_output_dir={tmp_path / 'out'}", f"--python={fake}"], cwd=ROOT, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True)
-  pids = _started_fakes(tmp_path, time.time() + 300)  # the runner checks every run (flags, data) first
-  assert len(pids) == 2 and all(_alive(p) for p in pids)
-  proc.send_signal(signal.SIGINT)
-  out, err = proc.communicate(timeout=60)
+  try:
+    pids = _started_fakes(tmp_path, time.time() + 300)  # the runner checks every run (flags, data) first
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+  except BaseException:  # a failed wait leaves neither the runner nor its fake runs behind
+    proc.kill()
+    proc.communicate()
+    for p in _started_fakes(tmp_path, 0):
+      with contextlib.suppress(ProcessLookupError):
+        os.kill(p, signal.SIGKILL)
+    raise
   _check_stopped(tmp_path, pids, proc.returncode, out, err, "SIGINT")
 
 
