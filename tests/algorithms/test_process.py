@@ -40,14 +40,22 @@ def test_one_round_is_weighted_fedavg(sgd_process):
   assert float(out.metrics["examples_trained"]) == 3 * 4 * 8
 
 
-def test_one_round_equals_tff_build_weighted_fed_avg(tff_rt):
+@pytest.fixture(scope="module")
+def epochs_process(tff_rt):
+  """--local_steps=0 --local_epochs=2: the process of both whole-pass tests below, built once."""
+  return process.build_process(SPEC, ProcessConfig(
+      client=ClientConfig(lr=0.1, local_steps=0, local_epochs=2, batch_size=8), seed=3))
+
+
+def test_one_round_equals_tff_build_weighted_fed_avg(epochs_process):
   """The default process (aggregator and zeroing included) makes TFF's own FedAvg round: client
-  SGD, server SGD at lr 1, one pass over unequal clients so both weight a delta by its examples."""
+  SGD, server SGD at lr 1, whole passes over unequal clients so both weight a delta by its
+  examples. Ours makes E = 2 passes (the local-epochs test's process), TFF's one pass over each
+  dataset repeated twice: the same batches (repeat, then batch; the last one short)."""
   clients = make_clients(sizes=(13, 20, 7))
-  ours = process.build_process(SPEC, ProcessConfig(
-      client=ClientConfig(lr=0.1, local_steps=0, local_epochs=1, batch_size=8), seed=3))
+  ours = epochs_process
   data = datasets(clients)
-  batched = [d.batch(8) for d in data]
+  batched = [d.repeat(2).batch(8) for d in data]
 
   def tff_model_fn():
     return tff.learning.models.from_keras_model(model_fn(), loss=loss_fn(),
@@ -64,11 +72,10 @@ def test_one_round_equals_tff_build_weighted_fed_avg(tff_rt):
     np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_local_epochs_round_is_weighted_fedavg_over_whole_passes(tff_rt):
+def test_local_epochs_round_is_weighted_fedavg_over_whole_passes(epochs_process):
   """--local_steps=0 --local_epochs=E (seed 004's E = 1, seed 003's E = 5): E passes, last batch short."""
   clients = make_clients(sizes=(13, 20))
-  p = process.build_process(SPEC, ProcessConfig(
-      client=ClientConfig(lr=0.1, local_steps=0, local_epochs=2, batch_size=8), seed=3))
+  p = epochs_process
   state = p.initialize()
   w0 = [np.asarray(v) for v in p.get_model_weights(state).trainable]
   out = p.next(state, datasets(clients))
