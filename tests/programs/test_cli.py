@@ -174,10 +174,10 @@ def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
 
 _STUDY_HELP = "studies: each imports TensorFlow; their start-up is the package's, checked by the others"
 # Whose quiet start-up and exit a whole program checks elsewhere (stderr empty or only the program's
-# own lines, a user's environment): main's extended default run, stopped by Ctrl-C
-# (test_default_run_console_then_ctrl_c_stops_its_extension_…), tune's refusal without data
+# own lines, a user's environment): main's extended default run, stopped by Ctrl-C, and the plot its
+# hint draws (test_default_run_console_then_ctrl_c_stops_its_extension_…), tune's refusal without data
 # (test_refusals), the corpus builder's refusal (below).
-HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus")
+HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus", "tff_robust.plot")
 
 
 @pytest.mark.parametrize("module,flag", [
@@ -193,7 +193,8 @@ def test_help_exits_0_with_usage_and_no_traceback(module, flag):
   """Usage on stdout, nothing on stderr: no TensorFlow start-up lines, no absl lines, no exception
   ignored at exit (TFF's worker manager), for the commands, the corpus builder and the studies.
   The programs whose start-up and exit another whole-program test sees quiet (`HELP_IN_PROCESS`)
-  show their help in this process: a new one would import TensorFlow only for it (7-8 CPU-s)."""
+  show their help in this process: a new one would import TensorFlow only for it (7-8 CPU-s), or
+  matplotlib (plot: 1.1 CPU-s)."""
   if module in HELP_IN_PROCESS:
     proc = in_process.run(module, flag)
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
@@ -300,6 +301,7 @@ def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp
   plotted = subprocess.run(["bash", "-c", hint], cwd=ROOT, capture_output=True, text=True, timeout=300,
                            env=user_env(uuid.uuid4().hex))
   assert plotted.returncode == 0 and (out / "curves.png").exists(), plotted.stderr[-2000:]
+  assert not plotted.stderr.strip(), plotted.stderr[-2000:]  # plot's start-up and exit: quiet
   # The record holds the project's flags only, not absl's or TensorFlow's own.
   record = (out / "hparams.cfg").read_text()
   assert "--client_lr=0.05" in record and "--test_tmpdir" not in record and "--hbm_oom_exit" not in record
