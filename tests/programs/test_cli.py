@@ -176,8 +176,10 @@ _STUDY_HELP = "studies: each imports TensorFlow; their start-up is the package's
 # Whose quiet start-up and exit a whole program checks elsewhere (stderr empty or only the program's
 # own lines, a user's environment): main's extended default run, stopped by Ctrl-C, and the plot its
 # hint draws (test_default_run_console_then_ctrl_c_stops_its_extension_…), tune's refusal without data
-# (test_refusals), the corpus builder's refusal (below).
-HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus", "tff_robust.plot")
+# (test_refusals), the results page's refusal of a path (test_onramp), the corpus builder's refusal
+# (below).
+HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus", "tff_robust.plot",
+                   "tff_robust.experiments.page")
 
 
 @pytest.mark.parametrize("module,flag", [
@@ -194,7 +196,7 @@ def test_help_exits_0_with_usage_and_no_traceback(module, flag):
   ignored at exit (TFF's worker manager), for the commands, the corpus builder and the studies.
   The programs whose start-up and exit another whole-program test sees quiet (`HELP_IN_PROCESS`)
   show their help in this process: a new one would import TensorFlow only for it (7-8 CPU-s), or
-  matplotlib (plot: 1.1 CPU-s)."""
+  matplotlib (plot and the results page: 1.1 and 1.3 CPU-s)."""
   if module in HELP_IN_PROCESS:
     proc = in_process.run(module, flag)
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
