@@ -589,6 +589,13 @@ def _started_fakes(tmp_path, deadline):
   return [int(open(p).read()) for p in glob.glob(str(tmp_path / "fake" / "pid_*"))]
 
 
+def _kill(pids):
+  """Ends the fake runs a failed test started (those already gone are skipped)."""
+  for p in pids:
+    with contextlib.suppress(ProcessLookupError):
+      os.kill(p, signal.SIGKILL)
+
+
 def _check_stopped(tmp_path, pids, code, out, err, name):
   assert code == 130, err
   assert "run the same command again to resume" in err and name in err
@@ -615,9 +622,7 @@ def test_interrupt_stops_every_started_run(tmp_path):
   except BaseException:  # a failed wait leaves neither the runner nor its fake runs behind
     proc.kill()
     proc.communicate()
-    for p in _started_fakes(tmp_path, 0):
-      with contextlib.suppress(ProcessLookupError):
-        os.kill(p, signal.SIGKILL)
+    _kill(_started_fakes(tmp_path, 0))
     raise
   _check_stopped(tmp_path, pids, proc.returncode, out, err, "SIGINT")
 
@@ -638,9 +643,7 @@ def test_sigterm_stops_every_started_run(tmp_path):
       sent.append(pids)
       os.kill(os.getpid(), signal.SIGTERM)
     else:  # no signal: end our fake runs, so the runner returns and the test fails below
-      for p in pids:
-        with contextlib.suppress(ProcessLookupError):
-          os.kill(p, signal.SIGKILL)
+      _kill(pids)
 
   before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
   thread = threading.Thread(target=signal_when_started, daemon=True)
