@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tff_robust.algorithms import process
 from tff_robust.algorithms.methods.fedex import update as fedex
+from tff_robust.algorithms.methods.fedex.server import FedExServer
 from tff_robust.algorithms.methods.fedex import space as fedex_space
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.algorithms.methods.fedex.space import FedExConfig
@@ -65,7 +66,7 @@ def theta_rounds(tff_rt):
   # (was 15, then 8). Round 1's fedex_mean_val_loss 1.093 against its validation error 0.594.
   for t in range(1, 6):
     seeds = [np.asarray(fedex.client_seed(1, t, i)) for i in range(8)]
-    theta_t = np.asarray(state["core"]["fedex"]["theta"])
+    theta_t = np.asarray(FedExServer.theta(state))
     out = p.next(state, inputs(clients, seeds))
     state = out.state
     rounds.append((theta_t, seeds, out))
@@ -76,7 +77,7 @@ def test_clients_sample_their_own_configuration(sampling_round):
   space, state, seeds, out = (sampling_round.space, sampling_round.state, sampling_round.seeds,
                               sampling_round.out)
   configs = fedex_space.sample_configs(space, {"local_steps": 3}, 1.0, 6, 0)
-  theta0 = np.asarray(state["core"]["fedex"]["theta"])
+  theta0 = np.asarray(FedExServer.theta(state))
   np.testing.assert_allclose(theta0, np.full(6, 1 / 6), rtol=1e-6)
   chosen = [int(fedex.effective_index(theta0, None, s)) for s in seeds]
   steps = [int(configs["local_steps"][c]) for c in chosen]
@@ -85,7 +86,7 @@ def test_clients_sample_their_own_configuration(sampling_round):
   # The round's reported steps and lr are what its clients trained with (lr is not tuned here).
   assert float(out.metrics["local_steps"]) == pytest.approx(np.mean(steps))
   assert float(out.metrics["client_lr"]) == pytest.approx(0.05)
-  theta1 = np.asarray(out.state["core"]["fedex"]["theta"])
+  theta1 = np.asarray(FedExServer.theta(out.state))
   assert theta1.sum() == pytest.approx(1.0, abs=1e-5)
   assert not np.allclose(theta1, theta0)
 
@@ -97,7 +98,7 @@ def test_theta_concentrates_on_the_better_learning_rate(theta_rounds):
   for theta_t, seeds, out in theta_rounds.rounds:
     lrs = [configs["learning_rate"][int(fedex.effective_index(theta_t, None, s))] for s in seeds]
     assert float(out.metrics["client_lr"]) == pytest.approx(np.mean(lrs), rel=1e-5)  # not the flag's
-  theta = np.asarray(theta_rounds.state["core"]["fedex"]["theta"])
+  theta = np.asarray(FedExServer.theta(theta_rounds.state))
   assert int(np.argmax(theta)) == best
   assert theta[best] > 0.8
 
