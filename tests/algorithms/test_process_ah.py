@@ -11,6 +11,7 @@ from tff_robust.algorithms.methods.ah import reinforce
 from tff_robust.algorithms.methods.ah import hparam_grid
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.algorithms.methods.ah.options import AHConfig
+from tff_robust.algorithms.methods.ah.policy import AdaptiveHparams
 from tff_robust.simulation import loop
 
 from helpers import toy
@@ -44,11 +45,11 @@ def test_server_source_round_matches_policy_functions(tff_rt):
   policy = AH.policy_config()
   points, values = hparam_grid.normalized_grid(policy), hparam_grid.grid_values(policy)
   state = p.initialize()
-  ah0 = state["core"]["ah"]
+  ah0 = AdaptiveHparams.policy_state(state)
   # L_1 = Loss(w_1) on the server's validation set (Algorithm 1, line 2).
   assert float(ah0.last_loss) == pytest.approx(_loss(p.get_model_weights(state), val), rel=1e-5)
   for t in (1, 2, 3, 4):
-    before = state["core"]["ah"]
+    before = AdaptiveHparams.policy_state(state)
     seed = tf.constant([7, t], tf.int64)
     index, sampled = reinforce.sample(before, points, seed)
     out = p.next(state, toy.datasets(clients))
@@ -61,12 +62,12 @@ def test_server_source_round_matches_policy_functions(tff_rt):
         (float(before.last_loss) - l_next) / float(before.last_loss), rel=1e-3, abs=1e-6)
     expected, _ = reinforce.observe_loss(sampled, float(m["ah_loss"]), policy.hyper_lr,
                                          hparam_grid.bounds(policy), policy.min_reward)
-    after = out.state["core"]["ah"]
+    after = AdaptiveHparams.policy_state(out.state)
     np.testing.assert_allclose(after.mu, expected.mu, atol=1e-5)
     np.testing.assert_allclose(after.log_prec, expected.log_prec, atol=1e-5)
     assert int(after.count) == min(t, AH.window + 1)
     state = out.state
-  assert not np.allclose(state["core"]["ah"].mu, ah0.mu)  # ψ moved
+  assert not np.allclose(AdaptiveHparams.policy_state(state).mu, ah0.mu)  # ψ moved
 
 
 def test_client_source_reports_pre_training_loss(tff_rt):
@@ -82,9 +83,9 @@ def test_client_source_reports_pre_training_loss(tff_rt):
   first = [(x[:8], y[:8]) for x, y in clients]
   expected = np.mean([_loss(weights, b) for b in first])
   assert float(out.metrics["ah_loss"]) == pytest.approx(expected, rel=1e-4)
-  assert int(out.state["core"]["ah"].count) == 0  # L_{t-1} unknown in round 1: no update yet
+  assert int(AdaptiveHparams.policy_state(out.state).count) == 0  # L_{t-1} unknown in round 1: no update yet
   out2 = p.next(out.state, toy.datasets(clients))
-  assert int(out2.state["core"]["ah"].count) == 1
+  assert int(AdaptiveHparams.policy_state(out2.state).count) == 1
 
 
 def test_policy_state_survives_checkpoint_bit_for_bit(tff_rt, tmp_path):
@@ -98,7 +99,7 @@ def test_policy_state_survives_checkpoint_bit_for_bit(tff_rt, tmp_path):
   full, _ = toy.run_loop(task, str(tmp_path / "full"), 4, proc)
   toy.run_loop(task, str(tmp_path / "resumed"), 2, proc)
   resumed, _ = toy.run_loop(task, str(tmp_path / "resumed"), 4, proc)
-  a, b = full.state["core"]["ah"], resumed.state["core"]["ah"]
+  a, b = AdaptiveHparams.policy_state(full.state), AdaptiveHparams.policy_state(resumed.state)
   for field in reinforce.PolicyState._fields:
     np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)))
   assert [h["local_steps"] for h in full.history[2:]] == [h["local_steps"] for h in resumed.history]

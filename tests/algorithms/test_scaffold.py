@@ -10,6 +10,7 @@ import tensorflow as tf
 from tff_robust.algorithms import client_work, process
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, ServerConfig
 from tff_robust.algorithms.methods.rm.options import RMConfig
+from tff_robust.algorithms.methods.scaffold import ScaffoldServer
 from tff_robust.simulation import loop
 
 from helpers import toy
@@ -82,7 +83,7 @@ def test_two_rounds_match_the_hand_computation_with_the_control_variates(tff_rt)
     x, c, c_is = hand_round(x, c, c_is, data)
     for got, want in zip(p.get_model_weights(state).trainable, x):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    for got, want in zip(state["core"]["scaffold"], c):  # the server's c
+    for got, want in zip(ScaffoldServer.control(state), c):  # the server's c
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for got_client, want_client in zip(received, c_is):  # each client's c_i
       for got, want in zip(got_client["scaffold"], want_client):
@@ -106,7 +107,7 @@ def test_a_dropped_client_keeps_its_control_variate(tff_rt):
   assert float(out.metrics["nonfinite_clients"]) == 1
   for got, want in zip(states[1]["scaffold"], start):
     np.testing.assert_array_equal(got, want)
-  assert all(np.all(np.isfinite(v)) for v in out.state["core"]["scaffold"])
+  assert all(np.all(np.isfinite(v)) for v in ScaffoldServer.control(out.state))
 
 
 def test_the_flag_fails_fast_naming_flag_value_and_choices():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_robust.algorithms import attacks, client_work, evaluation, process, process_for_task
+from tff_robust.algorithms import attacks, client_work, evaluation, process, process_for_task, server_state
 from tff_robust.algorithms.config import ClientConfig, ProcessConfig, RobustConfig, ServerConfig
 from tff_robust.runtime.context import WorkerDiedError, tff_runtime
 from tff_robust.runtime.workers import local_workers
@@ -216,6 +216,7 @@ def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp
   h_t (it is seeded by the round), and ψ keeps the rejected h_t's (clipped) reward while L_t
   stays the kept model's loss. Before, the whole state was kept and the same h_t came again."""
   from tff_robust.algorithms.methods.ah.options import AHConfig  # pylint: disable=g-import-not-at-top
+  from tff_robust.algorithms.methods.ah.policy import AdaptiveHparams  # pylint: disable=g-import-not-at-top
   task = toy.toy_task()
   cfg = ProcessConfig(client=ClientConfig(lr=0.1, local_steps=5, batch_size=8),
                       server=ServerConfig(opt="sgd", lr=1e4), seed=2,
@@ -230,15 +231,15 @@ def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp
   for a, b in zip(driver.process.get_model_weights(driver.state).trainable,
                   driver.process.get_model_weights(initial).trainable):
     np.testing.assert_array_equal(a, b)
-  core, core0 = driver.state["core"], initial["core"]
-  assert int(core["round"]) == 3
+  assert server_state.round_number(driver.state) == 3
+  ah, ah0 = AdaptiveHparams.policy_state(driver.state), AdaptiveHparams.policy_state(initial)
   assert [h["ah_reward"] for h in driver.history] == [-1.0, -1.0, -1.0]  # clipped: the loss exploded
   # The policy kept the rejected rounds' rewards (eq. 7's window; equal rewards move no μ).
-  assert int(core["ah"].count) == 3
-  np.testing.assert_array_equal(np.asarray(core["ah"].rewards)[-3:], [-1.0, -1.0, -1.0])
+  assert int(ah.count) == 3
+  np.testing.assert_array_equal(np.asarray(ah.rewards)[-3:], [-1.0, -1.0, -1.0])
   # L_t is still L(w_0) of the kept model, so the next accepted round's reward is against it.
-  assert np.isfinite(float(core0["ah"].last_loss))
-  np.testing.assert_allclose(float(core["ah"].last_loss), float(core0["ah"].last_loss), rtol=1e-6)
+  assert np.isfinite(float(ah0.last_loss))
+  np.testing.assert_allclose(float(ah.last_loss), float(ah0.last_loss), rtol=1e-6)
 
 
 def test_two_workers_equal_the_local_runtime(tff_rt):

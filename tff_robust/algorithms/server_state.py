@@ -29,6 +29,11 @@ def agg(state: Mapping[str, Any]) -> Any:
   return state[AGG]
 
 
+def round_number(state: Mapping[str, Any]) -> int:
+  """t: how many rounds the state has taken (rejected rounds count)."""
+  return int(core(state)[ROUND])
+
+
 def entry(state: Mapping[str, Any], key: str) -> Any:
   """A server component's entry of the full state, or None when the process has no such component."""
   try:

@@ -40,11 +40,12 @@ How it meets the rest of the project (choices):
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from tff_robust.algorithms import server_state
 from tff_robust.algorithms.client import Component, LocalResult, LocalRun, StateSpec, Step, all_finite
 from tff_robust.algorithms.methods.method import BuildContext, Built, Description, Method
 
@@ -91,6 +92,11 @@ class ScaffoldServer:
   def __init__(self, trainable_specs, num_clients: int):
     self.specs = list(trainable_specs)
     self.num_clients = num_clients
+
+  @classmethod
+  def control(cls, state) -> Optional[list]:
+    """The server's control variate c of a process' full server state, or None without SCAFFOLD."""
+    return server_state.entry(state, cls.key)
 
   def initial_state(self, weights) -> list:
     return [tf.zeros(s.shape, s.dtype) for s in self.specs]

@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_robust.algorithms import evaluation
+from tff_robust.algorithms import server_state
 from tff_robust.algorithms.client import Component, LocalResult, LocalRun
 from tff_robust.algorithms.client_work import ModelSpec
 from tff_robust.algorithms.methods.ah import hparam_grid
@@ -70,6 +71,11 @@ class AdaptiveHparams:
     self._points = hparam_grid.normalized_grid(self.policy)
     self._values = hparam_grid.grid_values(self.policy)
     self._bounds = hparam_grid.bounds(self.policy)
+
+  @classmethod
+  def policy_state(cls, state) -> Optional[reinforce.PolicyState]:
+    """ψ_t of a process' full server state (its `server_state`), or None without AH."""
+    return server_state.entry(state, cls.key)
 
   def initial_state(self, weights: ModelWeights) -> reinforce.PolicyState:
     state = tf.nest.map_structure(tf.constant, reinforce.initial_state(self.policy))
