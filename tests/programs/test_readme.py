@@ -60,3 +60,20 @@ def test_slug_follows_github():
   assert slug("Seed 004: adaptive server optimizers on Synthetic(1, 1)") == (
       "seed-004-adaptive-server-optimizers-on-synthetic1-1")
   assert slug("Representation matching's arithmetic") == "representation-matchings-arithmetic"
+
+
+def flag_table_examples() -> list[str]:
+  """The example column of the README's table of robustness and privacy flags."""
+  readme = _read("README.md")
+  table = readme.split("The robustness and privacy flags", 1)[1].split("\n\n", 2)[1]
+  return [re.findall(r"`([^`]+)`", row.split(" | ")[1])[0] for row in table.splitlines()[2:]]
+
+
+def test_every_flag_example_of_the_readme_parses():
+  """Each example is a valid command line of `main` (its paper setting filled in as `main` does)."""
+  from helpers.flag_parse import parse_main  # pylint: disable=g-import-not-at-top
+  examples = flag_table_examples()
+  assert len(examples) == 8 and examples[0] == "--aggregator=geometric_median"
+  for example in examples:
+    parse_main(*example.split())
+
