@@ -2,7 +2,9 @@
 choice, the same training with and without it, nothing of it traced when off, and resume."""
 
 import csv
+import functools
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -59,31 +61,26 @@ def config(aggregator="mean", attack="none"):
                        seed=1)
 
 
-# The process `loop.build_training_loop` built, per setup: (process config, --client_metrics, the
-# byzantine fraction, which resolves the Krum family's f). A process holds no training state, so
-# a later run of the same setup gets a driver around it instead of a new trace (and of its first
-# execution: 2-3 CPU-s for each).
-_BUILT = {}
+def loop_config(out, rounds=2, metrics=True, fraction=0.0):
+  return loop.LoopConfig(output_dir=str(out), rounds=rounds, clients_per_round=5,
+                         rounds_per_eval=2, rounds_per_checkpoint=2, seed=5, shuffle_buffer=64,
+                         byzantine_fraction=fraction, client_metrics=metrics)
+
+
+@functools.lru_cache(maxsize=None)
+def built_process(process_config, metrics, fraction):
+  """The process `main`'s path (`loop.build_training_loop`) builds for a setup: (process config,
+  --client_metrics, the byzantine fraction, which resolves the Krum family's f). A process holds no
+  training state, so every run of a setup drives the one trace (and its first execution: 2-3
+  CPU-s each)."""
+  with tempfile.TemporaryDirectory() as out:
+    return loop.build_training_loop(toy_task(), process_config,
+                                    loop_config(out, metrics=metrics, fraction=fraction)).process
 
 
 def driver_for(out, process_config, rounds=2, metrics=True, fraction=0.0):
-  task = toy_task()
-  cfg = loop.LoopConfig(output_dir=str(out), rounds=rounds, clients_per_round=5,
-                        rounds_per_eval=2, rounds_per_checkpoint=2, seed=5, shuffle_buffer=64,
-                        byzantine_fraction=fraction, client_metrics=metrics)
-  key = (process_config, metrics, fraction)
-  if key in _BUILT:
-    return loop.TrainingLoop(_BUILT[key], task, cfg)
-  driver = loop.build_training_loop(task, process_config, cfg)
-  _BUILT[key] = driver.process
-  return driver
-
-
-def built_process(out, process_config, metrics, fraction):
-  key = (process_config, metrics, fraction)
-  if key not in _BUILT:
-    driver_for(out, process_config, metrics=metrics, fraction=fraction)
-  return _BUILT[key]
+  return loop.TrainingLoop(built_process(process_config, metrics, fraction), toy_task(),
+                           loop_config(out, rounds, metrics, fraction))
 
 
 def run(tmp_path, name, process_config, rounds=2, metrics=True, fraction=0.0):
@@ -135,7 +132,7 @@ def test_the_same_training_with_and_without_it(tff_rt, tmp_path, aggregator, att
 def test_nothing_of_it_is_built_when_off(tff_rt, tmp_path):
   # What the driver builds with and without it: the median runs' processes above (built here
   # when those runs were not in this worker).
-  off, on = (built_process(tmp_path / str(metrics), config("median", "sign_flip"), metrics, 0.2)
+  off, on = (built_process(config("median", "sign_flip"), metrics, 0.2)
              for metrics in (False, True))
   assert off.next_with_client_reports is None and on.next_with_client_reports is not None
   assert off.next.type_signature == on.next.type_signature  # the same round, no extra outputs
