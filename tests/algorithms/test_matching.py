@@ -75,6 +75,17 @@ def _shapes(name, form):
   return AUTHORS_SHAPES[name] if form == "authors" else EXPECTED[name][1]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _models_live_with_this_module():
+  """The models `_build`, `_frozen` and `_matcher` cache are dropped when pytest leaves this
+  module. Keras swaps a layer class's bases to its TF1 form whenever a layer is made in graph mode
+  (as a TFF computation's trace makes them), which makes every model built before unusable; a
+  test of another module run in between (work stealing) would leave the cached ones so."""
+  yield
+  for cached in (_build, _frozen, _matcher):
+    cached.cache_clear()
+
+
 @functools.lru_cache(maxsize=None)
 def _build(name, seed=0):
   """Each architecture is built once (glorot-initialising CIFAR's and KWS's 4M and 16M weights
