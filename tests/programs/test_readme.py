@@ -77,10 +77,3 @@ def test_every_flag_example_of_the_readme_parses():
   for example in examples:
     parse_main(*example.split())
 
-
-
-def test_the_suites_longest_first_files_exist():
-  """tests/conftest.py's LONGEST_FIRST names files that are there (a stale name would order nothing)."""
-  import conftest  # pylint: disable=g-import-not-at-top
-  missing = [p for p in conftest.LONGEST_FIRST if not os.path.isfile(os.path.join(ROOT, p))]
-  assert not missing and len(conftest.LONGEST_FIRST) >= 10, missing
