@@ -1,0 +1,67 @@
+"""The keyword AH grid's top, chosen by docs/runs/ah_kws_top/plan.md's rule on constructed runs."""
+
+import os
+
+import pytest
+
+from tff_robust.experiments.studies import ah_kws_top as top
+
+
+def make_run(root, top_name, seed, val_by_round, grid=None):
+  grid_flag, folder = top.TOPS[top_name]
+  run = root / folder / top.RUN.format(seed=seed)
+  os.makedirs(run, exist_ok=True)
+  (run / "hparams.cfg").write_text(f"--task=speech_commands\n--ah_lr_grid={grid or grid_flag}\n")
+  rows = ["round,val_accuracy"] + [f"{t},{val_by_round.get(t, '')}" for t in range(1, 31)]
+  (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_score_is_the_mean_validation_at_rounds_20_and_30(tmp_path):
+  make_run(tmp_path, "0.3", 0, {10: 0.9, 20: 0.30, 30: 0.40})
+  assert top.score(str(tmp_path / top.RUN.format(seed=0))) == pytest.approx(35.0)
+  make_run(tmp_path, "0.3", 1, {10: 0.9, 20: 0.30})  # round 30 not reached: no score
+  assert top.scores(str(tmp_path)) == {"0.3": {0: pytest.approx(35.0)}}
+
+
+def test_a_top_that_beats_the_one_in_force_by_more_than_its_se_is_chosen(tmp_path):
+  for seed, (now, lower, lowest) in enumerate([(0.20, 0.40, 0.30), (0.30, 0.46, 0.36)]):
+    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
+    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
+    make_run(tmp_path, "0.03", seed, {20: lowest, 30: lowest})
+  per_top = top.scores(str(tmp_path))
+  assert top.choose(per_top) == "0.1"  # +18 ± 2 over 0.3; 0.03 beats 0.3 too but scores less
+  text = top.table(per_top)
+  assert "| 0.1 | 0.001,0.003,0.01,0.03,0.1 | 40.0 | 46.0 | 43.0 | +18.0 ± 2.0 | **chosen** |" in text
+  assert "Chosen: 0.1." in text
+
+
+def test_a_gain_within_one_se_keeps_the_top_in_force(tmp_path):
+  for seed, (now, lower) in enumerate([(0.20, 0.40), (0.30, 0.26)]):  # +6 ± 10
+    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
+    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
+  assert top.choose(top.scores(str(tmp_path))) == "0.3"
+
+
+def test_a_winner_at_the_lowest_measured_top_is_an_edge_choice(tmp_path):
+  for seed, (now, lower, lowest) in enumerate([(0.20, 0.30, 0.50), (0.30, 0.34, 0.58)]):
+    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
+    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
+    make_run(tmp_path, "0.03", seed, {20: lowest, 30: lowest})
+  per_top = top.scores(str(tmp_path))
+  assert top.choose(per_top) == "0.03"
+  assert "an edge choice, so the next lower top is run" in top.table(per_top)
+
+
+def test_nothing_is_chosen_before_two_tops_have_every_seed(tmp_path):
+  make_run(tmp_path, "0.3", 0, {20: 0.2, 30: 0.2})
+  make_run(tmp_path, "0.3", 1, {20: 0.2, 30: 0.2})
+  make_run(tmp_path, "0.1", 0, {20: 0.9, 30: 0.9})
+  per_top = top.scores(str(tmp_path))
+  assert top.choose(per_top) is None
+  assert "| 90.0 | not finished |" in top.table(per_top) and "Not chosen yet" in top.table(per_top)
+
+
+def test_a_run_made_with_another_grid_is_refused(tmp_path):
+  make_run(tmp_path, "0.1", 0, {20: 0.3, 30: 0.3}, grid="0.001,0.003,0.01,0.03,0.1,0.3")
+  with pytest.raises(ValueError, match="top0.1.*--ah_lr_grid=0.001,0.003,0.01,0.03,0.1,0.3, not top 0.1's"):
+    top.scores(str(tmp_path))
