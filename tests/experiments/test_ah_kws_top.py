@@ -16,6 +16,14 @@ def make_run(root, top_name, seed, val_by_round, grid=None):
   (run / "metrics.csv").write_text("\n".join(rows) + "\n")
 
 
+def make_tops(root, per_seed):
+  """Runs whose validation is the same at rounds 20 and 30: ``per_seed[s]`` maps top -> accuracy."""
+  for seed, by_top in enumerate(per_seed):
+    for top_name, acc in by_top.items():
+      make_run(root, top_name, seed, {20: acc, 30: acc})
+  return top.scores(str(root))
+
+
 def test_score_is_the_mean_validation_at_rounds_20_and_30(tmp_path):
   make_run(tmp_path, "0.3", 0, {10: 0.9, 20: 0.30, 30: 0.40})
   assert top.score(str(tmp_path / top.RUN.format(seed=0))) == pytest.approx(35.0)
@@ -24,11 +32,8 @@ def test_score_is_the_mean_validation_at_rounds_20_and_30(tmp_path):
 
 
 def test_a_top_that_beats_the_one_in_force_by_more_than_its_se_is_chosen(tmp_path):
-  for seed, (now, lower, lowest) in enumerate([(0.20, 0.40, 0.30), (0.30, 0.46, 0.36)]):
-    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
-    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
-    make_run(tmp_path, "0.03", seed, {20: lowest, 30: lowest})
-  per_top = top.scores(str(tmp_path))
+  per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.40, "0.03": 0.30},
+                                 {"0.3": 0.30, "0.1": 0.46, "0.03": 0.36}])
   assert top.choose(per_top) == "0.1"  # +18 ± 2 over 0.3; 0.03 beats 0.3 too but scores less
   text = top.table(per_top)
   assert "| 0.1 | 0.001,0.003,0.01,0.03,0.1 | 40.0 | 46.0 | 43.0 | +18.0 ± 2.0 | **chosen** |" in text
@@ -36,27 +41,19 @@ def test_a_top_that_beats_the_one_in_force_by_more_than_its_se_is_chosen(tmp_pat
 
 
 def test_a_gain_within_one_se_keeps_the_top_in_force(tmp_path):
-  for seed, (now, lower) in enumerate([(0.20, 0.40), (0.30, 0.26)]):  # +6 ± 10
-    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
-    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
-  assert top.choose(top.scores(str(tmp_path))) == "0.3"
+  per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.40}, {"0.3": 0.30, "0.1": 0.26}])  # +6 ± 10
+  assert top.choose(per_top) == "0.3"
 
 
 def test_a_winner_at_the_lowest_measured_top_is_an_edge_choice(tmp_path):
-  for seed, (now, lower, lowest) in enumerate([(0.20, 0.30, 0.50), (0.30, 0.34, 0.58)]):
-    make_run(tmp_path, "0.3", seed, {20: now, 30: now})
-    make_run(tmp_path, "0.1", seed, {20: lower, 30: lower})
-    make_run(tmp_path, "0.03", seed, {20: lowest, 30: lowest})
-  per_top = top.scores(str(tmp_path))
+  per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.30, "0.03": 0.50},
+                                 {"0.3": 0.30, "0.1": 0.34, "0.03": 0.58}])
   assert top.choose(per_top) == "0.03"
   assert "an edge choice, so the next lower top is run" in top.table(per_top)
 
 
 def test_nothing_is_chosen_before_two_tops_have_every_seed(tmp_path):
-  make_run(tmp_path, "0.3", 0, {20: 0.2, 30: 0.2})
-  make_run(tmp_path, "0.3", 1, {20: 0.2, 30: 0.2})
-  make_run(tmp_path, "0.1", 0, {20: 0.9, 30: 0.9})
-  per_top = top.scores(str(tmp_path))
+  per_top = make_tops(tmp_path, [{"0.3": 0.2, "0.1": 0.9}, {"0.3": 0.2}])
   assert top.choose(per_top) is None
   assert "| 90.0 | not finished |" in top.table(per_top) and "Not chosen yet" in top.table(per_top)
 
