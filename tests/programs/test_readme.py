@@ -70,10 +70,15 @@ def flag_table_examples() -> list[str]:
 
 
 def test_every_flag_example_of_the_readme_parses():
-  """Each example is a valid command line of `main` (its paper setting filled in as `main` does)."""
+  """Each example is a valid command line of `main`: its flags parse (the paper setting filled in as
+  `main` does), and the aggregator's assumption holds for the default task's 10 clients, as `main`
+  checks before tracing."""
   from helpers.flag_parse import parse_main  # pylint: disable=g-import-not-at-top
+  from tff_robust.simulation import loop  # pylint: disable=g-import-not-at-top
   examples = flag_table_examples()
   assert len(examples) == 8 and examples[0] == "--aggregator=geometric_median"
   for example in examples:
-    parse_main(*example.split())
+    config, _, _ = parse_main(*example.split())
+    assert config.task == "mnist"
+    loop.resolve_robust(config.process, config.loop, 10)  # raises when f breaks the rule's bound
 
