@@ -49,7 +49,9 @@ def test_a_winner_at_the_lowest_measured_top_is_an_edge_choice(tmp_path):
   per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.30, "0.03": 0.50},
                                  {"0.3": 0.30, "0.1": 0.34, "0.03": 0.58}])
   assert top.choose(per_top) == "0.03"
-  assert "an edge choice, so the next lower top is run" in top.table(per_top)
+  text = top.table(per_top)
+  assert "an edge choice, so the next lower top is run" in text
+  assert "| 0.03 | 0.001,0.003,0.01,0.03 | 50.0 | 58.0 | 54.0 | +29.0 ± 1.0 | **best, at the edge** |" in text
 
 
 def test_nothing_is_chosen_before_two_tops_have_every_seed(tmp_path):
@@ -62,3 +64,8 @@ def test_a_run_made_with_another_grid_is_refused(tmp_path):
   make_run(tmp_path, "0.1", 0, {20: 0.3, 30: 0.3}, grid="0.001,0.003,0.01,0.03,0.1,0.3")
   with pytest.raises(ValueError, match="top0.1.*--ah_lr_grid=0.001,0.003,0.01,0.03,0.1,0.3, not top 0.1's"):
     top.scores(str(tmp_path))
+
+
+def test_the_recorded_grid_is_the_last_given_as_absl_reads_it(tmp_path):
+  (tmp_path / "hparams.cfg").write_text("--ah_lr_grid=0.1,0.3\n--task=speech_commands\n--ah_lr_grid=0.01,0.1\n")
+  assert top.recorded_grid(str(tmp_path)) == "0.01,0.1"

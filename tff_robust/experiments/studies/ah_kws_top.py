@@ -13,14 +13,17 @@ candidates were too few. Each run's recorded ``--ah_lr_grid`` must be its top's 
 from __future__ import annotations
 
 import argparse
-import csv
+import math
 import os
 import statistics
 import sys
 from collections.abc import Sequence
 
+from tff_robust import plot
 from tff_robust.common.paired import kept_unless_beaten, paired_difference
 from tff_robust.experiments.runs import REPO
+from tff_robust.experiments.tables import flag_values
+from tff_robust.flags import record as flag_record
 
 RUNS = os.path.join(REPO, "docs", "runs")
 RUN = "rmah_kws_c1.0_noniid_fa_ah_s{seed}"
@@ -36,24 +39,21 @@ TOPS = {
 
 
 def recorded_grid(run_dir: str) -> str | None:
-  """The run's ``--ah_lr_grid`` as its hparams.cfg records it."""
-  with open(os.path.join(run_dir, "hparams.cfg"), encoding="utf-8") as f:
-    for line in f:
-      if line.startswith("--ah_lr_grid="):
-        return line.strip().split("=", 1)[1]
-  return None
+  """The run's ``--ah_lr_grid`` as its hparams.cfg records it (the last one, as absl reads it)."""
+  with open(os.path.join(run_dir, flag_record.RECORD), encoding="utf-8") as f:
+    return flag_values([line.strip() for line in f]).get("ah_lr_grid")
 
 
 def score(run_dir: str, rounds: Sequence[int] = SCORE_ROUNDS) -> float | None:
   """Mean validation accuracy (%) at ``rounds``; None until every one of them is recorded."""
-  path = os.path.join(run_dir, "metrics.csv")
-  if not os.path.exists(path):
+  if not os.path.exists(os.path.join(run_dir, "metrics.csv")):
     return None
-  with open(path, encoding="utf-8") as f:
-    val = {int(float(r["round"])): r.get("val_accuracy") for r in csv.DictReader(f)}
-  if any(not val.get(t) for t in rounds):
+  metrics = plot.read_metrics(run_dir, need_ah=False)
+  val = dict(zip(metrics["round"], metrics.get("val_accuracy", [])))
+  picked = [val.get(float(t), math.nan) for t in rounds]
+  if any(math.isnan(v) for v in picked):
     return None
-  return 100.0 * statistics.fmean(float(val[t]) for t in rounds)
+  return 100.0 * statistics.fmean(picked)
 
 
 def scores(root: str = RUNS) -> dict[str, dict[int, float]]:
@@ -88,6 +88,7 @@ def choose(per_top: dict[str, dict[int, float]]) -> str | None:
 def table(per_top: dict[str, dict[int, float]]) -> str:
   first = next(iter(TOPS))
   chosen, measured = choose(per_top), complete_tops(per_top)
+  at_edge = chosen is not None and chosen != first and chosen == measured[-1]
   lines = ["| top | grid | " + " | ".join(f"seed {s} validation %" for s in SEEDS)
            + f" | mean | − top {first}, paired | |",
            "| --- | --- | " + " | ".join("---" for _ in SEEDS) + " | --- | --- | --- |"]
@@ -102,14 +103,14 @@ def table(per_top: dict[str, dict[int, float]]) -> str:
       if top != first and first in measured:
         d, se = paired_difference([mine[s] for s in SEEDS], [per_top[first][s] for s in SEEDS])
         diff = f"{d:+.1f} ± {se:.1f}"
-    mark = "**chosen**" if top == chosen else ""
+    mark = "" if top != chosen else "**best, at the edge**" if at_edge else "**chosen**"
     lines.append(f"| {top} | {grid} | " + " | ".join(cells) + f" | {mean} | {diff} | {mark} |")
   rounds = " and ".join(str(t) for t in SCORE_ROUNDS)
   lines += ["", f"Score: validation accuracy at rounds {rounds}, averaged; FA+AH, one keyword per client, "
                 "C = 1.0, 30 rounds. Rule: docs/runs/ah_kws_top/plan.md."]
   if chosen is None:
     lines.append("Not chosen yet: the top in force and at least one other must be measured on every seed.")
-  elif chosen != first and chosen == measured[-1]:
+  elif at_edge:
     lines.append(f"Best: {chosen}, the lowest top measured: an edge choice, so the next lower top is run "
                  "under the same rule before one is taken.")
   else:
