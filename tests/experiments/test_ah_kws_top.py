@@ -41,7 +41,8 @@ def test_a_top_that_beats_the_one_in_force_by_more_than_its_se_is_chosen(tmp_pat
 
 
 def test_a_gain_within_one_se_keeps_the_top_in_force(tmp_path):
-  per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.40}, {"0.3": 0.30, "0.1": 0.26}])  # +6 ± 10
+  per_top = make_tops(tmp_path, [{"0.3": 0.20, "0.1": 0.40, "0.03": 0.10},
+                                 {"0.3": 0.30, "0.1": 0.26, "0.03": 0.12}])  # 0.1: +6 ± 10
   assert top.choose(per_top) == "0.3"
 
 
@@ -58,6 +59,16 @@ def test_nothing_is_chosen_before_two_tops_have_every_seed(tmp_path):
   per_top = make_tops(tmp_path, [{"0.3": 0.2, "0.1": 0.9}, {"0.3": 0.2}])
   assert top.choose(per_top) is None
   assert "| 90.0 | not finished |" in top.table(per_top) and "Not chosen yet" in top.table(per_top)
+
+
+def test_nothing_is_chosen_while_a_planned_top_is_unmeasured(tmp_path):
+  """0.1 is measured on both seeds and does not beat 0.3, but 0.03 could still win: no choice yet."""
+  per_top = make_tops(tmp_path, [{"0.3": 0.31, "0.1": 0.26}, {"0.3": 0.19, "0.1": 0.26}])
+  assert top.choose(per_top) is None
+  text = top.table(per_top)
+  assert "| 0.03 | 0.001,0.003,0.01,0.03 | not finished | not finished |" in text
+  assert "**chosen**" not in text
+  assert "Not chosen yet: every planned top (0.3, 0.1, 0.03) must be measured on every seed." in text
 
 
 def test_a_run_made_with_another_grid_is_refused(tmp_path):
