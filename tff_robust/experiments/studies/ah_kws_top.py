@@ -36,7 +36,7 @@ TOPS = {
     "0.03": ("0.001,0.003,0.01,0.03", "ah_kws_top/top0.03"),
     "0.01": ("0.001,0.003,0.01", "ah_kws_top/top0.01"),
 }
-PLANNED = ("0.3", "0.1", "0.03")  # the plan's candidates; 0.01 is run only after an edge choice at 0.03
+PLANNED = tuple(TOPS)[:-1]  # the plan's tops (0.3, 0.1, 0.03); the last, 0.01, only after an edge choice
 
 
 def recorded_grid(run_dir: str) -> str | None:
