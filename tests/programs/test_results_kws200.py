@@ -206,7 +206,7 @@ def test_a_record_made_with_other_flags_is_named_and_not_read(tmp_path):
   assert "arm B FA: lr 0.1 × 20 steps;" in "\n".join(page.lines)  # seed 1's: the refused record is not read
 
 
-def test_the_committed_records_read_through_the_plan():
+def test_the_committed_records_read_through_the_plan(tmp_path):
   """The committed runs (docs/runs/horizon200) are the plan's, done, read as the page shows them."""
   root = os.path.join(ROOT, "docs", "runs")
   records = kws200.gather(root, _corpus(root))
@@ -224,7 +224,8 @@ def test_the_committed_records_read_through_the_plan():
   d = kws200.differences(records.found, "A")
   assert [round(d[s], 1) for s in (0, 1, 2)] == [-2.6, 4.0, 2.3]
   assert kws200.verdict_a(d) == kws200.REFUTED  # mean +1.3 ± 2.0: mean ≤ +5, SE ≤ 5
-  page = _section(root)
+  page = FakePage(str(tmp_path / "docs"))  # its figure is drawn there, not in the repository
+  kws200.section(page, root)
   why = [line for line in page.lines if line.startswith("**Why this differs from the paper.**")]
   assert len(why) == 1 and "reaches 64.0 % (mean over seeds 0, 1, 2)" in why[0]  # (63.6 + 64.4 + 63.9) / 3
   assert "FA rose +2.4 and FA+RM +3.2 points on average, so D moved by +0.7" in why[0]
