@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -255,19 +256,19 @@ def _why_lines(found: Mapping[tuple[str, str], Mapping[int, Read]]) -> list[str]
   if verdict_a(d) != REFUTED:
     return []
   fa, rm = found[("A", "fa")], found[("A", "fa_rm")]
-  mean = lambda values: sum(values) / len(values)
-  fa_window = mean([fa[s].window for s in d])
+  fa_window = statistics.fmean(fa[s].window for s in d)
   rises = [(fa[s].rise, rm[s].rise) for s in d if fa[s].rise is not None and rm[s].rise is not None]
   horizon = ""
   if rises:
-    fa_rise, rm_rise = mean([a for a, _ in rises]), mean([b for _, b in rises])
+    fa_rise, rm_rise = (statistics.fmean(column) for column in zip(*rises))
     horizon = (f" *The horizon*: from rounds 150–170 to the window FA rose {fa_rise:+.1f} and FA+RM "
                f"{rm_rise:+.1f} points on average, so D moved by {rm_rise - fa_rise:+.1f}; the curves climb "
                "together.")
   paper = RMAH_TABLE3["c1.0_noniid"]
   return [f"**Why this differs from the paper.** The paper's FA on this cell is {paper['fa']}; here FA, on the "
           f"schedule chosen on validation speakers, reaches {fa_window:.1f} % (mean over seeds "
-          f"{', '.join(map(str, sorted(d)))}): the paper's rescue is measured against a far weaker FA. Where FA's schedule fails (lr 0.1 × 20, *Where FA fails* above) RM does rescue it. "
+          f"{', '.join(map(str, sorted(d)))}): the paper's rescue is measured against a far weaker FA. Where "
+          "FA's schedule fails (lr 0.1 × 20, *Where FA fails* above) RM does rescue it. "
           "Ruled out:" + horizon + " *RM doing nothing*: it changes the clients (*What each method does to the "
           "clients*, above). *RM's weight*: on this schedule validation preferred no RM to 1e-5, 1e-4 and 1e-3 "
           "at rounds 26–30 ([runs/kws_moderate/notes.md](runs/kws_moderate/notes.md)).", ""]
