@@ -111,8 +111,8 @@ def test_the_collapse_account_reads_the_round_at_the_top_lr(tmp_path):
       "| 0.0100 → 0.0050 → 0.0010 | 30.0 | trained on |",
       "| FA+RM+AH | 0 | 3 | 20 | 5.00 (50×) | 1.800 → 2.310 | 2.304–2.306 over 3 rounds at lr 0.001–0.01 "
       "| 0.0100 → 0.0010 → 0.0010 | 10.0 | **collapsed** |"]
-  assert "In the collapse the model died in that one round: L is 2.31–2.31" in page.lines[0]
-  assert "for the 3–3 rounds that follow" in page.lines[0]
+  assert "In the collapse the model died in that one round: L is 2.31 when it is measured" in page.lines[0]
+  assert "for the 3 rounds that follow" in page.lines[0]
   assert "After the same sample FA+AH seed 1 (μ_lr 0.0010 at its end, 30.0 % test) trained on" in page.lines[0]
   assert math.log(10) - collapses.MARGIN < 2.304
   assert (collapses.collapsed(died), collapses.collapsed(lived), collapses.collapsed(untouched)) == (True, False, False)

@@ -100,6 +100,29 @@ def test_the_tables_hold_the_hand_computed_numbers(tmp_path):
                     f"| {ORDERINGS_T3_HALF[1].sentence} | +42.00 ± 4.00: held |"]
 
 
+def test_the_ah_runs_rounds_at_the_grids_top_are_read_as_on_the_c1_rows(tmp_path):
+  """FA+AH seed 0 samples the grid's top lr (0.3, `flags/rmah_kws_ah.cfg`) in round 2 and L stays
+  at ln 10 after it; FA+RM+AH seed 1 samples it and learns on (`collapses`' criterion)."""
+  _make(str(tmp_path))
+  header = "round,client_lr,local_steps,update_norm,ah_loss,ah_lr_mu,test_accuracy,test_loss\n"
+  for (method, seed, lrs, losses) in (("fa_ah", 0, [0.01, 0.3, 0.001, 0.01], [2.2, 2.6, 2.31, 2.30]),
+                                      ("fa_rm_ah", 1, [0.01, 0.3, 0.001, 0.001], [2.2, 2.5, 2.1, 1.9])):
+    run_dir = os.path.join(str(tmp_path), kws_half.name("c0.5_noniid", method, seed))
+    with open(os.path.join(run_dir, "metrics.csv"), "w") as f:
+      f.write(header)
+      for t, (lr, loss) in enumerate(zip(lrs, losses), start=1):
+        norm, test = (4.0 if lr == 0.3 else 0.5), (f"{RUNS[('c0.5_noniid', method, seed)]},2.0" if t == 4 else ",")
+        f.write(f"{t},{lr},20,{norm},{loss},{0.01 / t},{test}\n")
+  lines = _section(tmp_path).lines
+  assert _rows(lines, "FA+AH") == ["| FA+AH | 0 | 2 | 20 | 4.00 (8×) | 2.200 → 2.600 | 2.300–2.310 over 2 rounds at "
+                                   "lr 0.001–0.01 | 0.0100 → 0.0050 → 0.0025 | 11.0 | **collapsed** |"]
+  assert _rows(lines, "FA+RM+AH") == ["| FA+RM+AH | 1 | 2 | 20 | 4.00 (8×) | 2.200 → 2.500 | 1.900–2.100 over 2 "
+                                      "rounds at lr 0.001–0.001 | 0.0100 → 0.0050 → 0.0025 | 20.0 | trained on |"]
+  text = "\n".join(lines)
+  assert "In the collapse the model died in that one round: L is 2.60 when it is measured" in text
+  assert text.index("| FA+RM beats FA") < text.index("**AH's collapses, round by round.**") < text.index("**Horizon")
+
+
 def test_missing_runs_are_named_with_the_command_that_makes_them(tmp_path):
   _make(str(tmp_path))
   lines = _section(tmp_path).lines

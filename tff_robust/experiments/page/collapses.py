@@ -86,6 +86,12 @@ def _row(label: str, seed: int, t: TopRound, final: float) -> list[str]:
           "**collapsed**" if t.collapsed else "trained on"]
 
 
+def _span(values: Sequence[float], spec: str) -> str:
+  """``lo–hi`` of ``values`` in format ``spec``; one value when they are all the same."""
+  lo, hi = format(min(values), spec), format(max(values), spec)
+  return lo if lo == hi else f"{lo}–{hi}"
+
+
 HEADER = ["method", "seed", "round at the top lr", "steps", "‖Δ_t‖ (× the run's median)",
           "L before → after", "L in every later round", "μ_lr before → after → end", "final test acc. (%)",
           "then"]
@@ -120,10 +126,10 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
   if collapsed:
     rounds = [len(t.later_losses) for t in collapsed]
     text += (f" In {'each of the ' + str(len(collapsed)) + ' collapses' if len(collapsed) > 1 else 'the collapse'} "
-             f"the model died in that one round: L is {min(t.loss_after for t in collapsed):.2f}–"
-             f"{max(t.loss_after for t in collapsed):.2f} when it is measured, before μ_lr moves, and stays "
-             f"within {MARGIN} of ln 10 or above it for the {min(rounds)}–{max(rounds)} rounds that follow, at "
-             "every lr sampled there: μ_lr's fall is eq. 7's answer to that round, not its cause.")
+             f"the model died in that one round: L is {_span([t.loss_after for t in collapsed], '.2f')} when it "
+             f"is measured, before μ_lr moves, and stays within {MARGIN} of ln 10 or above it for the "
+             f"{_span(rounds, 'd')} rounds that follow, at every lr sampled there: μ_lr's fall is eq. 7's answer "
+             "to that round, not its cause.")
     if floor:
       text += f" After the same sample {', '.join(floor)} trained on with μ_lr at the grid's floor."
   page.lines += [text, ""] + markdown.table(HEADER, body) + [""]

@@ -9,7 +9,8 @@ other flags (a conflict, not read); a run recorded on another copy of the corpus
 when its data.json states the corpus's fingerprint (`experiments.data_identity`).
 Per cell: the final test accuracy, mean ± sample std over the finished seeds; per method, D =
 method − FA on the same seed, mean ± SE (`common.paired`); the paper's orderings on the
-one-keyword row (`seeds.ORDERINGS_T3_HALF`) judged by the page's rule (`verdicts`). The section
+one-keyword row (`seeds.ORDERINGS_T3_HALF`) judged by the page's rule (`verdicts`); the rounds at AH's
+top lr and whether the run collapsed there, as for the C = 1.0 rows (`collapses`). The section
 states the horizon the runs record and each run's commit (`commits`); while runs are missing it
 names them and gives the command.
 """
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
-from tff_robust.experiments.page import commits, coverage
+from tff_robust.experiments.page import collapses, commits, coverage
 from tff_robust.experiments.page.plan import command_path, flagfile_rounds, fmt
 from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
 from tff_robust.experiments.page.verdicts import claims_table
@@ -312,4 +313,5 @@ def section(page, records: Records, root: str, corpus: str, base: str = REPO) ->
   header, body, _ = claims_table(ORDERINGS_T3_HALF, accuracies(found), one_keyword, dict(METHODS))
   page.lines += ["The paper's orderings on one-keyword clients, judged on the paired differences (see *How a "
                  "verdict is read*):", ""] + markdown.table(header, body) + [""]
+  collapses.section(page, runs(root, corpus), dict(METHODS))
   page.lines += provenance(found, root)
