@@ -38,6 +38,7 @@ from tff_robust import plot
 from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments import kws_study
+from tff_robust.experiments.page import commit_check
 from tff_robust.experiments.page.horizon import made_with
 from tff_robust.experiments.page.plan import command_path, committed_lines
 from tff_robust.experiments.page.seeds import RMAH_TABLE3
@@ -212,6 +213,14 @@ def _schedules(found: Mapping[tuple[str, str], Mapping[int, Read]]) -> str:
           if parts else "")
 
 
+def _commit_check(root: str, found: Mapping[tuple[str, str], Mapping[int, Read]]) -> str:
+  """Arm A's runs re-made at one later commit (`commit_check`), named ``<method>_s<seed>``."""
+  committed = {f"{m}_s{s}": (f"{label} seed {s}", r.path) for m, label in METHODS
+               for s, r in sorted(found.get(("A", m), {}).items())}
+  return commit_check.sentence(commit_check.checks(os.path.join(root, FOLDER), committed),
+                               f"runs/{FOLDER}/{commit_check.FOLDER}/README.md")
+
+
 def _record(run_dir: str) -> dict:
   path = os.path.join(run_dir, "experiment.json")
   if not os.path.exists(path):
@@ -305,7 +314,7 @@ def section(page, root: str, corpus: str | None = None) -> None:
                  f"paper's iid FA: {RMAH_TABLE3['c1.0_iid']['fa']}).", ""]
   if records.not_done:
     page.lines += _command_lines(root, corpus, base)
-  provenance = _schedules(found)
+  provenance = " ".join(filter(None, (_schedules(found), _commit_check(root, found))))
   page.lines += [provenance, ""] if provenance else []
   curves = {f"arm {arm} {label}": [r.path for r in found.get((arm, m), {}).values() if r.last_round]
             for arm in ARMS for m, label in METHODS}
