@@ -65,11 +65,8 @@ def sentence(found: list[Check], link: str) -> str:
     return ""
   rounds = max(c.rounds for c in found)
   names = ", ".join(c.label for c in found)
-  same = [c for c in found if not c.differing]
-  if len(same) == len(found):
-    verdict = "equal their committed records in every training column"
-  else:
-    verdict = "differ from their committed records: " + "; ".join(
-        f"{c.label} in {', '.join(c.differing)}" for c in found if c.differing)
+  differ = [f"{c.label} in {', '.join(c.differing)}" for c in found if c.differing]
+  verdict = ("differ from their committed records: " + "; ".join(differ) if differ
+             else "equal their committed records in every training column")
   return (f"Made again at one later commit, rounds 1–{rounds} of {names} ([{FOLDER}]({link})) "
           f"{verdict} (wall time and evaluations not compared).")
