@@ -1,7 +1,9 @@
 """The results page's account of AH's keyword collapses, read round by round from the records.
 
 For every finished run with AH among Table 3's (FA+AH, FA+RM+AH), each round whose sampled
-client lr h_t is the top of the run's lr grid (``--ah_lr_grid``): the round's update norm ‖Δ_t‖
+client lr h_t is the top of the run's lr grid (``--ah_lr_grid``), and the round after which a model
+that had learned (L at most `LEARNED` below ln 10 before it) never learned again, whatever its lr
+(`death_round`): the round's update norm ‖Δ_t‖
 against the run's median, the server loss L (``ah_loss``: the loss of the aggregated model on AH's
 validation sample, measured after the round and before eq. 7 moves ψ with it) before and after,
 its range over every later round with the lr sampled there, and μ_lr (``ah_lr_mu``, after each
@@ -22,13 +24,15 @@ from tff_robust.experiments import kws_study
 from tff_robust.experiments.runs import flag_values
 
 MARGIN = 0.05  # below ln 10: a later round that far under a uniform prediction has learned
+LEARNED = 0.5  # below ln 10: L this far under a uniform prediction is a model that had learned
 
 
 @dataclasses.dataclass(frozen=True)
 class TopRound:
-  """One round at the grid's top lr and what followed it."""
+  """One round the account reads (at the grid's top lr, or a model's death) and what followed it."""
 
   round: int
+  lr: float  # h_t's client lr
   steps: int
   update: float  # ‖Δ_t‖ of the round
   median_update: float  # over the run's other rounds
@@ -45,20 +49,45 @@ class TopRound:
     return bool(self.later_losses) and min(self.later_losses) >= math.log(10) - MARGIN
 
 
+def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> TopRound:
+  """Round ``rows[i]`` (``i`` ≥ 1) and what followed it."""
+  row, later = rows[i], rows[i + 1:]
+  others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
+  return TopRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
+                  statistics.median(others) if others else math.nan,
+                  rows[i - 1]["ah_loss"], row["ah_loss"],
+                  tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
+                  rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"])
+
+
+def _top_indices(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[int]:
+  return [i for i, row in enumerate(rows)
+          if i > 0 and math.isclose(row.get("client_lr", 0.0), top_lr, rel_tol=1e-3)]
+
+
 def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
   """Every round of ``rows`` (`kws_study.read`) whose sampled lr is ``top_lr`` (to 1e-3 relative)."""
-  found = []
-  for i, row in enumerate(rows):
-    if i == 0 or not math.isclose(row.get("client_lr", 0.0), top_lr, rel_tol=1e-3):
-      continue
-    later = rows[i + 1:]
-    others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
-    found.append(TopRound(int(row["round"]), int(row["local_steps"]), row["update_norm"],
-                          statistics.median(others) if others else math.nan,
-                          rows[i - 1]["ah_loss"], row["ah_loss"],
-                          tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
-                          rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"]))
-  return found
+  return [_read_round(rows, i) for i in _top_indices(rows, top_lr)]
+
+
+def death_round(rows: Sequence[Mapping[str, float]]) -> int | None:
+  """The index in ``rows`` of the round after which a model that had learned never learned again:
+  L before it ≤ ln 10 − `LEARNED`, and L after it and after every later round (at least one)
+  ≥ ln 10 − `MARGIN`; None if there is no such round. On one keyword per client L stays near ln 10
+  all run long, so a death there is read only at the top lr (`top_rounds`)."""
+  if not all("ah_loss" in r for r in rows):
+    return None
+  for i in range(1, len(rows) - 1):
+    if (rows[i - 1]["ah_loss"] <= math.log(10) - LEARNED
+        and min(r["ah_loss"] for r in rows[i:]) >= math.log(10) - MARGIN):
+      return i
+  return None
+
+
+def read_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
+  """The rounds the account reads: every round at ``top_lr`` and the `death_round` at any lr."""
+  death = death_round(rows)
+  return [_read_round(rows, i) for i in sorted(set(_top_indices(rows, top_lr)) | ({death} - {None}))]
 
 
 def _grid(run: ex.Run) -> tuple[float, float] | None:
@@ -77,13 +106,13 @@ def collapsed(run: ex.Run) -> bool | None:
   return any(t.collapsed for t in top_rounds(kws_study.read(run.output_dir), grid[1]))
 
 
-def _row(label: str, seed: int, t: TopRound, final: float) -> list[str]:
+def _row(label: str, seed: int, t: TopRound, final: float, then: str) -> list[str]:
   later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
            f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
-  return [label, str(seed), f"{t.round}", f"{t.steps}", f"{t.update:.2f} ({t.update / t.median_update:.0f}×)",
+  return [label, str(seed), f"{t.round}", f"{t.lr:g}", f"{t.steps}",
+          f"{t.update:.2f} ({t.update / t.median_update:.0f}×)",
           f"{t.loss_before:.3f} → {t.loss_after:.3f}", later,
-          f"{t.mu_before:.4f} → {t.mu_after:.4f} → {t.mu_end:.4f}", f"{final:.1f}",
-          "**collapsed**" if t.collapsed else "trained on"]
+          f"{t.mu_before:.4f} → {t.mu_after:.4f} → {t.mu_end:.4f}", f"{final:.1f}", then]
 
 
 def _span(values: Sequence[float], spec: str) -> str:
@@ -92,33 +121,45 @@ def _span(values: Sequence[float], spec: str) -> str:
   return lo if lo == hi else f"{lo}–{hi}"
 
 
-HEADER = ["method", "seed", "round at the top lr", "steps", "‖Δ_t‖ (× the run's median)",
+HEADER = ["method", "seed", "round", "client lr", "steps", "‖Δ_t‖ (× the run's median)",
           "L before → after", "L in every later round", "μ_lr before → after → end", "final test acc. (%)",
           "then"]
 
 
 def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
   """The paragraph and table (``page``: a `results.Page`; ``runs``: Table 3's; ``labels``: method
-  key -> label) for the runs with AH that sampled their grid's top lr; nothing if none did."""
-  body, collapsed, floor = [], [], []  # floor: runs that trained on with μ_lr ending at the grid's floor
+  key -> label) for the runs with AH that sampled their grid's top lr or died at another; nothing
+  if none did."""
+  body, collapsed, floor, below = [], [], [], []  # floor: runs that trained on with μ_lr at the grid's floor
   tops = set()
   for run in sorted(runs, key=lambda r: (r.cell.row, r.cell.column, r.seed)):
     grid = _grid(run) if "ah" in run.cell.column.split("_") and run.status() == ex.DONE else None
     if grid is None:
       continue
     label = labels.get(run.cell.column, run.cell.column) + (" (iid)" if run.cell.row.endswith("_iid") else "")
-    final = ex.read_values(run, ex.ACCURACY)[0]
-    for t in top_rounds(kws_study.read(run.output_dir), grid[1]):
+    final, died = ex.read_values(run, ex.ACCURACY)[0], None
+    for t in read_rounds(kws_study.read(run.output_dir), grid[1]):
+      at_top = math.isclose(t.lr, grid[1], rel_tol=1e-3)
       tops.add(grid[1])
-      body.append(_row(label, run.seed, t, final))
-      if t.collapsed:
+      if died is not None:
+        then = f"dead since round {died.round}"
+      elif t.collapsed:
+        died, then = t, "**collapsed**"
         collapsed.append(t)
-      elif t.mu_end <= 1.2 * grid[0]:
-        floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
+        if not at_top:
+          below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, "
+                       f"{t.update / t.median_update:.0f}× the run's median update; grid top {grid[1]:g})")
+      else:
+        then = "trained on"
+        if at_top and t.mu_end <= 1.2 * grid[0]:
+          floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
+      body.append(_row(label, run.seed, t, final, then))
   if not body:
     return
   text = ("**AH's collapses, round by round.** Every round in which AH sampled its grid's top client lr "
-          f"({', '.join(f'{x:g}' for x in sorted(tops))}), from the runs' metrics.csv: L is the server loss "
+          f"({', '.join(f'{x:g}' for x in sorted(tops))}), and any round at another lr after which a model "
+          f"that had learned (L at most ln 10 − {LEARNED} before it) never learned again, from the runs' "
+          "metrics.csv: L is the server loss "
           "of the aggregated model on AH's validation sample, measured after the round and before eq. 7 "
           f"moves μ with it (ln 10 = {math.log(10):.3f}: a uniform prediction); μ_lr is read after each "
           f"round's update. A run is marked collapsed when no later round brings L more than {MARGIN} "
@@ -130,6 +171,8 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
              f"is measured, before μ_lr moves, and stays within {MARGIN} of ln 10 or above it for the "
              f"{_span(rounds, 'd')} rounds that follow, at every lr sampled there: μ_lr's fall is eq. 7's answer "
              "to that round, not its cause.")
+    if below:
+      text += f" Below the grid's top: {'; '.join(below)}."
     if floor:
       text += f" After the same sample {', '.join(floor)} trained on with μ_lr at the grid's floor."
   page.lines += [text, ""] + markdown.table(HEADER, body) + [""]
