@@ -14,6 +14,7 @@ import pytest
 from tff_robust import experiments as ex
 from tff_robust.experiments.page import collapses, commits, coverage, fedopt, timings
 from tff_robust.experiments.page.seeds import RMAH_TABLE4
+from tff_robust.simulation.loop import LoopConfig
 
 
 
@@ -107,9 +108,9 @@ def test_the_collapse_account_reads_the_round_at_the_top_lr(tmp_path):
   collapses.section(page, [died, lived, untouched], {"fa_rm_ah": "FA+RM+AH", "fa_ah": "FA+AH"})
   rows = [line for line in page.lines if line.startswith("| FA")]
   assert rows == [
-      "| FA+AH | 1 | 2 | 0.3 | 20 | 5.00 (50×) | 2.300 → 2.500 | 2.100–2.200 over 2 rounds at lr 0.001–0.001 "
+      "| FA+AH | 1 | 2 | 0.3 | 20 | 5.00 (50×) | 50.0 | 2.300 → 2.500 | 2.100–2.200 over 2 rounds at lr 0.001–0.001 "
       "| 0.0100 → 0.0050 → 0.0010 | 30.0 | trained on |",
-      "| FA+RM+AH | 0 | 3 | 0.3 | 20 | 5.00 (50×) | 1.800 → 2.310 | 2.304–2.306 over 3 rounds at lr 0.001–0.01 "
+      "| FA+RM+AH | 0 | 3 | 0.3 | 20 | 5.00 (50×) | 50.0 | 1.800 → 2.310 | 2.304–2.306 over 3 rounds at lr 0.001–0.01 "
       "| 0.0100 → 0.0010 → 0.0010 | 10.0 | **collapsed** |"]
   assert "In the collapse the model died in that one round: L is 2.31 when it is measured" in page.lines[0]
   assert "for the 3 rounds that follow" in page.lines[0]
@@ -118,9 +119,21 @@ def test_the_collapse_account_reads_the_round_at_the_top_lr(tmp_path):
   assert (collapses.collapsed(died), collapses.collapsed(lived), collapses.collapsed(untouched)) == (True, False, False)
 
 
-def _rows(lrs, losses):
-  return [{"round": t, "client_lr": h, "local_steps": 20, "update_norm": 0.1, "ah_loss": l, "ah_lr_mu": 0.01}
-          for t, (h, l) in enumerate(zip(lrs, losses), start=1)]
+def _rows(lrs, losses, norms=None):
+  norms = norms or [0.1] * len(lrs)
+  return [{"round": t, "client_lr": h, "local_steps": 20, "update_norm": n, "ah_loss": l, "ah_lr_mu": 0.01}
+          for t, (h, l, n) in enumerate(zip(lrs, losses, norms), start=1)]
+
+
+def test_the_guards_ratio_is_the_norm_over_the_median_of_the_five_rounds_before():
+  """As `UpdateNormGuard` (F, window 5) would compare round 7 of this run had it accepted every round."""
+  norms = [9.0, 0.2, 0.4, 0.1, 0.3, 0.5, 6.0, 0.1]  # round 1 is outside the window of round 7
+  t = collapses.read_rounds(_rows([0.01] * 6 + [0.3, 0.01], [2.0] * 8, norms), 0.3)[0]
+  assert collapses.GUARD_WINDOW == LoopConfig.__dataclass_fields__["update_norm_guard_window"].default
+  assert (t.round, t.guard_reference, t.guard_ratio) == (7, 0.3, "20.0")  # median(0.2, 0.4, 0.1, 0.3, 0.5)
+  assert t.median_update == pytest.approx(0.3)  # the run's other rounds: 9, 0.2, 0.4, 0.1, 0.3, 0.5, 0.1
+  first = collapses.read_rounds(_rows([0.3, 0.3], [2.0, 2.0], [1.0, 4.0]), 0.3)[0]
+  assert (first.round, first.guard_ratio) == (2, "4.0")
 
 
 @pytest.mark.parametrize("losses, death", [
@@ -147,8 +160,8 @@ def test_a_death_below_the_grids_top_is_read_and_a_later_top_round_is_not_a_seco
   assert [r.split(" | ")[2:5] + r.split(" | ")[-1:] for r in rows] == [
       ["3", "0.1", "20", "**collapsed** |"], ["5", "0.3", "20", "dead since round 3 |"]]
   assert "the collapse the model died in that one round: L is 2.31 when it is measured" in page.lines[0]
-  assert "Below the grid's top: FA+AH (iid) seed 0 (round 3, lr 0.1 × 20 steps, 1× the run's median update; " \
-         "grid top 0.3)." in page.lines[0]
+  assert "Below the grid's top: FA+AH (iid) seed 0 (round 3, lr 0.1 × 20 steps, ‖Δ_t‖ 1.0× the median of the 5 " \
+         "rounds before it; grid top 0.3)." in page.lines[0]
   assert collapses.collapsed(died)  # the guard's criterion reads the top-lr rounds only (docs/runs/guard_kws/plan.md)
 
 

@@ -22,7 +22,9 @@ from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.runs import flag_values
+from tff_robust.simulation.guard import UpdateNormGuard
 
+GUARD_WINDOW = 5  # --update_norm_guard_window's default, the window of docs/runs/guard_kws/plan.md
 MARGIN = 0.05  # below ln 10: a later round that far under a uniform prediction has learned
 LEARNED = 0.5  # below ln 10: L this far under a uniform prediction is a model that had learned
 
@@ -36,6 +38,7 @@ class TopRound:
   steps: int
   update: float  # ‖Δ_t‖ of the round
   median_update: float  # over the run's other rounds
+  guard_reference: float | None  # `UpdateNormGuard`'s: median ‖Δ‖ of the GUARD_WINDOW rounds before
   loss_before: float
   loss_after: float
   later_losses: tuple[float, ...]  # L after each later round
@@ -48,13 +51,20 @@ class TopRound:
   def collapsed(self) -> bool:
     return bool(self.later_losses) and min(self.later_losses) >= math.log(10) - MARGIN
 
+  @property
+  def guard_ratio(self) -> str:
+    """‖Δ_t‖ / `guard_reference`, as the guard would compare it in this unguarded run."""
+    return "none before it" if self.guard_reference is None else f"{self.update / self.guard_reference:.1f}"
+
 
 def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> TopRound:
   """Round ``rows[i]`` (``i`` ≥ 1) and what followed it."""
   row, later = rows[i], rows[i + 1:]
   others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
+  guard = UpdateNormGuard(factor=2.0, window=GUARD_WINDOW)  # every round of an unguarded run is accepted
+  guard.start(r["update_norm"] for r in rows[:i] if "update_norm" in r)
   return TopRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
-                  statistics.median(others) if others else math.nan,
+                  statistics.median(others) if others else math.nan, guard.reference(),
                   rows[i - 1]["ah_loss"], row["ah_loss"],
                   tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
                   rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"])
@@ -110,7 +120,7 @@ def _row(label: str, seed: int, t: TopRound, final: float, then: str) -> list[st
   later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
            f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
   return [label, str(seed), f"{t.round}", f"{t.lr:g}", f"{t.steps}",
-          f"{t.update:.2f} ({t.update / t.median_update:.0f}×)",
+          f"{t.update:.2f} ({t.update / t.median_update:.0f}×)", t.guard_ratio,
           f"{t.loss_before:.3f} → {t.loss_after:.3f}", later,
           f"{t.mu_before:.4f} → {t.mu_after:.4f} → {t.mu_end:.4f}", f"{final:.1f}", then]
 
@@ -122,6 +132,7 @@ def _span(values: Sequence[float], spec: str) -> str:
 
 
 HEADER = ["method", "seed", "round", "client lr", "steps", "‖Δ_t‖ (× the run's median)",
+          f"‖Δ_t‖ / median of the {GUARD_WINDOW} rounds before (the guard's ratio)",
           "L before → after", "L in every later round", "μ_lr before → after → end", "final test acc. (%)",
           "then"]
 
@@ -148,7 +159,8 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
         collapsed.append(t)
         if not at_top:
           below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, "
-                       f"{t.update / t.median_update:.0f}× the run's median update; grid top {grid[1]:g})")
+                       f"‖Δ_t‖ {t.guard_ratio}× the median of the {GUARD_WINDOW} rounds before it; "
+                       f"grid top {grid[1]:g})")
       else:
         then = "trained on"
         if at_top and t.mu_end <= 1.2 * grid[0]:
