@@ -109,12 +109,12 @@ def test_the_collapse_account_reads_the_round_at_the_top_lr(tmp_path):
   rows = [line for line in page.lines if line.startswith("| FA")]
   assert rows == [
       "| FA+AH | 1 | 2 | 0.3 | 20 | 5.00 (50×) | 50.0 | 2.300 → 2.500 | 2.100–2.200 over 2 rounds at lr 0.001–0.001 "
-      "| 0.0100 → 0.0050 → 0.0010 | 30.0 | trained on |",
+      "| 0.0100 → 0.0050 → 0.0010 | 30.0 | at chance 1 round, then learned again |",
       "| FA+RM+AH | 0 | 3 | 0.3 | 20 | 5.00 (50×) | 50.0 | 1.800 → 2.310 | 2.304–2.306 over 3 rounds at lr 0.001–0.01 "
       "| 0.0100 → 0.0010 → 0.0010 | 10.0 | **collapsed** |"]
   assert "In the collapse the model died in that one round: L is 2.31 when it is measured" in page.lines[0]
   assert "for the 3 rounds that follow" in page.lines[0]
-  assert "After the same sample FA+AH seed 1 (μ_lr 0.0010 at its end, 30.0 % test) trained on" in page.lines[0]
+  assert "After the same sample FA+AH seed 1 (μ_lr 0.0010 at its end, 30.0 % test) did not collapse" in page.lines[0]
   assert math.log(10) - collapses.MARGIN < 2.304
   assert (collapses.collapsed(died), collapses.collapsed(lived), collapses.collapsed(untouched)) == (True, False, False)
 
@@ -136,33 +136,41 @@ def test_the_guards_ratio_is_the_norm_over_the_median_of_the_five_rounds_before(
   assert (first.round, first.guard_ratio) == (2, "4.0")
 
 
-@pytest.mark.parametrize("losses, death", [
-    ([2.0, 1.8, 1.6, 2.31, 2.303, 2.26], 3),  # learned (1.6 ≤ ln 10 − 0.5), then never under ln 10 − 0.05
-    ([2.0, 1.8, 1.6, 2.31, 2.303, 2.25], None),  # the last round is back 0.053 under ln 10
-    ([2.0, 1.9, 1.81, 2.31, 2.303, 2.304], None),  # 1.81 > ln 10 − 0.5: had not learned
-    ([2.0, 1.8, 1.6, 1.5, 1.4, 2.4], None),  # the last round: no later round to read
+@pytest.mark.parametrize("losses, knocked", [
+    ([2.0, 1.8, 1.6, 2.31, 2.303, 2.26], [3]),  # learned (1.6 ≤ ln 10 − 0.5), then at chance
+    ([2.0, 1.8, 1.6, 2.252, 2.303, 2.25], []),  # 2.252 < ln 10 − 0.05: not back at chance
+    ([2.0, 1.9, 1.81, 2.31, 2.303, 2.304], []),  # 1.81 > ln 10 − 0.5: had not learned
+    ([2.0, 1.6, 2.4, 1.5, 1.4, 2.4], [2, 5]),  # two knock-outs, the second in the last round
 ])
-def test_a_death_is_the_round_after_which_a_model_that_had_learned_never_learns_again(losses, death):
-  assert math.log(10) - collapses.LEARNED > 1.8 > 1.6 and math.log(10) - collapses.LEARNED < 1.81
-  assert collapses.death_round(_rows([0.01] * 6, losses)) == death
+def test_a_knockout_sends_a_model_that_had_learned_back_to_chance(losses, knocked):
+  assert math.log(10) - collapses.LEARNED > 1.8 and math.log(10) - collapses.LEARNED < 1.81
+  assert 2.252 < math.log(10) - collapses.MARGIN < 2.26
+  assert collapses.knockouts(_rows([0.01] * 6, losses)) == knocked
 
 
-def test_a_death_below_the_grids_top_is_read_and_a_later_top_round_is_not_a_second_collapse(tmp_path):
-  """iid FA+AH: the model dies after a round at lr 0.1 (the grid's top is 0.3), then samples 0.3."""
-  lrs, losses = [0.01, 0.01, 0.1, 0.003, 0.3, 0.01], [2.0, 1.6, 2.305, 2.303, 2.31, 2.302]
+@pytest.mark.parametrize("losses, then", [
+    ([2.0, 1.6, 2.305, 2.303, 2.31, 2.302], ["**collapsed**", "dead since round 3"]),
+    ([2.0, 1.6, 2.305, 2.303, 2.31, 2.2], ["at chance 3 rounds, then learned again", "at chance 1 round, then learned again"]),
+    ([2.0, 1.6, 2.305, 2.303, 2.1, 2.0], ["at chance 2 rounds, then learned again", "trained on"]),
+])
+def test_a_knockout_below_the_grids_top_is_read_and_what_followed_it(tmp_path, losses, then):
+  """iid FA+AH: a round at lr 0.1 (the grid's top is 0.3) sends the model back to chance; later the
+  run samples 0.3. Dead for good, that round is no second collapse; learning again, it is read anew."""
+  lrs = [0.01, 0.01, 0.1, 0.003, 0.3, 0.01]
   rounds = collapses.read_rounds(_rows(lrs, losses), 0.3)
-  assert [(t.round, t.lr, t.collapsed) for t in rounds] == [(3, 0.1, True), (5, 0.3, True)]
+  assert [(t.round, t.lr) for t in rounds] == [(3, 0.1), (5, 0.3)]
   assert collapses.top_rounds(_rows(lrs, losses), 0.3)[0].round == 5
   died = FakeRun(tmp_path, "fa_ah", "c1.0_iid", 0, lrs, losses, [0.01] * 6, 0.10)
   page = types.SimpleNamespace(lines=[])
   collapses.section(page, [died], {"fa_ah": "FA+AH"})
-  rows = [line for line in page.lines if line.startswith("| FA")]
-  assert [r.split(" | ")[2:5] + r.split(" | ")[-1:] for r in rows] == [
-      ["3", "0.1", "20", "**collapsed** |"], ["5", "0.3", "20", "dead since round 3 |"]]
-  assert "the collapse the model died in that one round: L is 2.31 when it is measured" in page.lines[0]
-  assert "Below the grid's top: FA+AH (iid) seed 0 (round 3, lr 0.1 × 20 steps, ‖Δ_t‖ 1.0× the median of the 5 " \
-         "rounds before it; grid top 0.3)." in page.lines[0]
-  assert collapses.collapsed(died)  # the guard's criterion reads the top-lr rounds only (docs/runs/guard_kws/plan.md)
+  rows = [line.split(" | ") for line in page.lines if line.startswith("| FA")]
+  assert [r[2:5] for r in rows] == [["3", "0.1", "20"], ["5", "0.3", "20"]]
+  assert [r[-1] for r in rows] == [f"{x} |" for x in then]
+  assert (f"Below the grid's top: FA+AH (iid) seed 0 (round 3, lr 0.1 × 20 steps, ‖Δ_t‖ 1.0× the median of "
+          f"the 5 rounds before it, L 1.60 → 2.31: {then[0].strip('*')}; grid top 0.3).") in page.lines[0]
+  assert ("the collapse the model died in that one round" in page.lines[0]) == (then[0] == "**collapsed**")
+  # The guard's criterion reads the top-lr rounds only (docs/runs/guard_kws/plan.md): round 5's.
+  assert collapses.collapsed(died) == (then[1] == "dead since round 3")
 
 
 def test_seed_004_states_the_batch_its_runs_recorded(tmp_path):

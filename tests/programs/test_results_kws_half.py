@@ -117,7 +117,7 @@ def test_the_ah_runs_rounds_at_the_grids_top_are_read_as_on_the_c1_rows(tmp_path
   assert _rows(lines, "FA+AH") == ["| FA+AH | 0 | 2 | 0.3 | 20 | 4.00 (8×) | 8.0 | 2.200 → 2.600 | 2.300–2.310 over 2 rounds at "
                                    "lr 0.001–0.01 | 0.0100 → 0.0050 → 0.0025 | 11.0 | **collapsed** |"]
   assert _rows(lines, "FA+RM+AH") == ["| FA+RM+AH | 1 | 2 | 0.3 | 20 | 4.00 (8×) | 8.0 | 2.200 → 2.500 | 1.900–2.100 over 2 "
-                                      "rounds at lr 0.001–0.001 | 0.0100 → 0.0050 → 0.0025 | 20.0 | trained on |"]
+                                      "rounds at lr 0.001–0.001 | 0.0100 → 0.0050 → 0.0025 | 20.0 | at chance 1 round, then learned again |"]
   text = "\n".join(lines)
   assert "In the collapse the model died in that one round: L is 2.60 when it is measured" in text
   assert text.index("| FA+RM beats FA") < text.index("**AH's collapses, round by round.**") < text.index("**Horizon")

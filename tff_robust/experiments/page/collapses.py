@@ -1,14 +1,15 @@
 """The results page's account of AH's keyword collapses, read round by round from the records.
 
 For every finished run with AH among Table 3's (FA+AH, FA+RM+AH), each round whose sampled
-client lr h_t is the top of the run's lr grid (``--ah_lr_grid``), and the round after which a model
-that had learned (L at most `LEARNED` below ln 10 before it) never learned again, whatever its lr
-(`death_round`): the round's update norm ‖Δ_t‖
-against the run's median, the server loss L (``ah_loss``: the loss of the aggregated model on AH's
+client lr h_t is the top of the run's lr grid (``--ah_lr_grid``), and every round that sent a model
+that had learned (L at most `LEARNED` below ln 10 before it) back to chance, whatever its lr
+(`knockouts`): the round's update norm ‖Δ_t‖ against the run's median and against the median of
+the rounds before it (the update-norm guard's ratio), the server loss L (``ah_loss``: the loss of the aggregated model on AH's
 validation sample, measured after the round and before eq. 7 moves ψ with it) before and after,
 its range over every later round with the lr sampled there, and μ_lr (``ah_lr_mu``, after each
 round's update) before, after and at the end. A run **collapsed** there when no later round brings
-L more than `MARGIN` below ln 10, the loss of a uniform prediction over the ten keywords.
+L more than `MARGIN` below ln 10, the loss of a uniform prediction over the ten keywords; else the
+account says how many rounds L stayed at chance before it learned again.
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ class TopRound:
     return bool(self.later_losses) and min(self.later_losses) >= math.log(10) - MARGIN
 
   @property
+  def at_chance(self) -> int:
+    """How many rounds from this one on L stays ≥ ln 10 − `MARGIN` (0: the round left it below)."""
+    losses = (self.loss_after,) + self.later_losses
+    return next((k for k, loss in enumerate(losses) if loss < math.log(10) - MARGIN), len(losses))
+
+  def then(self) -> str:
+    """What followed the round: collapsed, at chance for some rounds and learning again, or trained on."""
+    if self.collapsed:
+      return "**collapsed**"
+    if self.at_chance:
+      return f"at chance {self.at_chance} round{'s' if self.at_chance > 1 else ''}, then learned again"
+    return "trained on"
+
+  @property
   def guard_ratio(self) -> str:
     """‖Δ_t‖ / `guard_reference`, as the guard would compare it in this unguarded run."""
     return "none before it" if self.guard_reference is None else f"{self.update / self.guard_reference:.1f}"
@@ -80,24 +95,19 @@ def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRo
   return [_read_round(rows, i) for i in _top_indices(rows, top_lr)]
 
 
-def death_round(rows: Sequence[Mapping[str, float]]) -> int | None:
-  """The index in ``rows`` of the round after which a model that had learned never learned again:
-  L before it ≤ ln 10 − `LEARNED`, and L after it and after every later round (at least one)
-  ≥ ln 10 − `MARGIN`; None if there is no such round. On one keyword per client L stays near ln 10
-  all run long, so a death there is read only at the top lr (`top_rounds`)."""
+def knockouts(rows: Sequence[Mapping[str, float]]) -> list[int]:
+  """The indices in ``rows`` of the rounds that sent a model that had learned back to chance: L
+  before the round ≤ ln 10 − `LEARNED`, L after it ≥ ln 10 − `MARGIN`, at any lr. On one keyword
+  per client L stays near ln 10 all run long, so there a round is read only at the top lr."""
   if not all("ah_loss" in r for r in rows):
-    return None
-  for i in range(1, len(rows) - 1):
-    if (rows[i - 1]["ah_loss"] <= math.log(10) - LEARNED
-        and min(r["ah_loss"] for r in rows[i:]) >= math.log(10) - MARGIN):
-      return i
-  return None
+    return []
+  return [i for i in range(1, len(rows)) if rows[i - 1]["ah_loss"] <= math.log(10) - LEARNED
+          and rows[i]["ah_loss"] >= math.log(10) - MARGIN]
 
 
 def read_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
-  """The rounds the account reads: every round at ``top_lr`` and the `death_round` at any lr."""
-  death = death_round(rows)
-  return [_read_round(rows, i) for i in sorted(set(_top_indices(rows, top_lr)) | ({death} - {None}))]
+  """The rounds the account reads: every round at ``top_lr`` and every `knockouts` round."""
+  return [_read_round(rows, i) for i in sorted(set(_top_indices(rows, top_lr)) | set(knockouts(rows)))]
 
 
 def _grid(run: ex.Run) -> tuple[float, float] | None:
@@ -139,9 +149,9 @@ HEADER = ["method", "seed", "round", "client lr", "steps", "‖Δ_t‖ (× the r
 
 def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
   """The paragraph and table (``page``: a `results.Page`; ``runs``: Table 3's; ``labels``: method
-  key -> label) for the runs with AH that sampled their grid's top lr or died at another; nothing
-  if none did."""
-  body, collapsed, floor, below = [], [], [], []  # floor: runs that trained on with μ_lr at the grid's floor
+  key -> label) for the runs with AH that sampled their grid's top lr or were knocked back to
+  chance at another; nothing if none was."""
+  body, collapsed, floor, below = [], [], [], []  # floor: runs that did not collapse, μ_lr ending at the grid's floor
   tops = set()
   for run in sorted(runs, key=lambda r: (r.cell.row, r.cell.column, r.seed)):
     grid = _grid(run) if "ah" in run.cell.column.split("_") and run.status() == ex.DONE else None
@@ -152,30 +162,29 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
     for t in read_rounds(kws_study.read(run.output_dir), grid[1]):
       at_top = math.isclose(t.lr, grid[1], rel_tol=1e-3)
       tops.add(grid[1])
-      if died is not None:
-        then = f"dead since round {died.round}"
-      elif t.collapsed:
-        died, then = t, "**collapsed**"
+      then = f"dead since round {died.round}" if died is not None else t.then()
+      if died is None and t.collapsed:
+        died = t
         collapsed.append(t)
-        if not at_top:
-          below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, "
-                       f"‖Δ_t‖ {t.guard_ratio}× the median of the {GUARD_WINDOW} rounds before it; "
-                       f"grid top {grid[1]:g})")
-      else:
-        then = "trained on"
-        if at_top and t.mu_end <= 1.2 * grid[0]:
-          floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
+      if not at_top and died in (None, t):
+        below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, ‖Δ_t‖ "
+                     f"{t.guard_ratio}× the median of the {GUARD_WINDOW} rounds before it, L "
+                     f"{t.loss_before:.2f} → {t.loss_after:.2f}: {then.strip('*')}; grid top {grid[1]:g})")
+      if at_top and not t.collapsed and t.mu_end <= 1.2 * grid[0]:
+        floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
       body.append(_row(label, run.seed, t, final, then))
   if not body:
     return
   text = ("**AH's collapses, round by round.** Every round in which AH sampled its grid's top client lr "
-          f"({', '.join(f'{x:g}' for x in sorted(tops))}), and any round at another lr after which a model "
-          f"that had learned (L at most ln 10 − {LEARNED} before it) never learned again, from the runs' "
-          "metrics.csv: L is the server loss "
+          f"({', '.join(f'{x:g}' for x in sorted(tops))}), and any round at another lr that sent a model "
+          f"that had learned (L at most ln 10 − {LEARNED} before it) back to chance (L at least ln 10 − {MARGIN} "
+          "after it), from the runs' metrics.csv: L is the server loss "
           "of the aggregated model on AH's validation sample, measured after the round and before eq. 7 "
           f"moves μ with it (ln 10 = {math.log(10):.3f}: a uniform prediction); μ_lr is read after each "
           f"round's update. A run is marked collapsed when no later round brings L more than {MARGIN} "
           "below ln 10.")
+  if below:
+    text += f" Below the grid's top: {'; '.join(below)}."
   if collapsed:
     rounds = [len(t.later_losses) for t in collapsed]
     text += (f" In {'each of the ' + str(len(collapsed)) + ' collapses' if len(collapsed) > 1 else 'the collapse'} "
@@ -183,8 +192,6 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
              f"is measured, before μ_lr moves, and stays within {MARGIN} of ln 10 or above it for the "
              f"{_span(rounds, 'd')} rounds that follow, at every lr sampled there: μ_lr's fall is eq. 7's answer "
              "to that round, not its cause.")
-    if below:
-      text += f" Below the grid's top: {'; '.join(below)}."
     if floor:
-      text += f" After the same sample {', '.join(floor)} trained on with μ_lr at the grid's floor."
+      text += f" After the same sample {', '.join(floor)} did not collapse, and μ_lr ended at the grid's floor."
   page.lines += [text, ""] + markdown.table(HEADER, body) + [""]
