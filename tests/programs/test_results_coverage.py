@@ -14,6 +14,7 @@ import pytest
 from tff_robust import experiments as ex
 from tff_robust.experiments.page import collapses, commits, coverage, fedopt, timings
 from tff_robust.experiments.page.seeds import RMAH_TABLE4
+from tff_robust.simulation.guard import UpdateNormGuard
 from tff_robust.simulation.loop import LoopConfig
 
 
@@ -131,6 +132,9 @@ def test_the_guards_ratio_is_the_norm_over_the_median_of_the_five_rounds_before(
   t = collapses.read_rounds(_rows([0.01] * 6 + [0.3, 0.01], [2.0] * 8, norms), 0.3)[0]
   assert collapses.GUARD_WINDOW == LoopConfig.__dataclass_fields__["update_norm_guard_window"].default
   assert (t.round, t.guard_reference, t.guard_ratio) == (7, 0.3, "20.0")  # median(0.2, 0.4, 0.1, 0.3, 0.5)
+  guard = UpdateNormGuard(factor=25.0, window=collapses.GUARD_WINDOW)
+  guard.start(norms[:6])
+  assert guard.reference() == t.guard_reference  # the guard's own reference for round 7
   assert t.median_update == pytest.approx(0.3)  # the run's other rounds: 9, 0.2, 0.4, 0.1, 0.3, 0.5, 0.1
   first = collapses.read_rounds(_rows([0.3, 0.3], [2.0, 2.0], [1.0, 4.0]), 0.3)[0]
   assert (first.round, first.guard_ratio) == (2, "4.0")

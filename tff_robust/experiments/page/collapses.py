@@ -23,7 +23,6 @@ from tff_robust import experiments as ex
 from tff_robust.common import markdown
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.runs import flag_values
-from tff_robust.simulation.guard import UpdateNormGuard
 
 GUARD_WINDOW = 5  # --update_norm_guard_window's default, the window of docs/runs/guard_kws/plan.md
 MARGIN = 0.05  # below ln 10: a later round that far under a uniform prediction has learned
@@ -39,7 +38,7 @@ class TopRound:
   steps: int
   update: float  # ‖Δ_t‖ of the round
   median_update: float  # over the run's other rounds
-  guard_reference: float | None  # `UpdateNormGuard`'s: median ‖Δ‖ of the GUARD_WINDOW rounds before
+  guard_reference: float | None  # the update-norm guard's: median ‖Δ‖ of the GUARD_WINDOW rounds before
   loss_before: float
   loss_after: float
   later_losses: tuple[float, ...]  # L after each later round
@@ -76,10 +75,11 @@ def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> TopRound:
   """Round ``rows[i]`` (``i`` ≥ 1) and what followed it."""
   row, later = rows[i], rows[i + 1:]
   others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
-  guard = UpdateNormGuard(factor=2.0, window=GUARD_WINDOW)  # every round of an unguarded run is accepted
-  guard.start(r["update_norm"] for r in rows[:i] if "update_norm" in r)
+  # `simulation.guard.UpdateNormGuard`'s reference: in an unguarded run every round is accepted.
+  window = [r["update_norm"] for r in rows[:i] if "update_norm" in r][-GUARD_WINDOW:]
   return TopRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
-                  statistics.median(others) if others else math.nan, guard.reference(),
+                  statistics.median(others) if others else math.nan,
+                  statistics.median(window) if window else None,
                   rows[i - 1]["ah_loss"], row["ah_loss"],
                   tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
                   rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"])
