@@ -4,8 +4,9 @@ For every finished run with AH among Table 3's (FA+AH, FA+RM+AH), each round who
 client lr h_t is the top of the run's lr grid (``--ah_lr_grid``), and every round that sent a model
 that had learned (L at most `LEARNED` below ln 10 before it) back to chance, whatever its lr
 (`knockouts`): the round's update norm ‖Δ_t‖ against the run's median and against the median of
-the rounds before it (the update-norm guard's ratio), the server loss L (``ah_loss``: the loss of the aggregated model on AH's
-validation sample, measured after the round and before eq. 7 moves ψ with it) before and after,
+the rounds before it (the update-norm guard's ratio), the server loss L (``ah_loss``: the loss of
+the aggregated model on AH's validation sample, measured after the round and before eq. 7 moves ψ
+with it) before and after,
 its range over every later round with the lr sampled there, and μ_lr (``ah_lr_mu``, after each
 round's update) before, after and at the end. A run **collapsed** there when no later round brings
 L more than `MARGIN` below ln 10, the loss of a uniform prediction over the ten keywords; else the
@@ -30,7 +31,7 @@ LEARNED = 0.5  # below ln 10: L this far under a uniform prediction is a model t
 
 
 @dataclasses.dataclass(frozen=True)
-class TopRound:
+class ReadRound:
   """One round the account reads (at the grid's top lr, or a model's death) and what followed it."""
 
   round: int
@@ -71,13 +72,13 @@ class TopRound:
     return "none before it" if self.guard_reference is None else f"{self.update / self.guard_reference:.1f}"
 
 
-def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> TopRound:
+def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> ReadRound:
   """Round ``rows[i]`` (``i`` ≥ 1) and what followed it."""
   row, later = rows[i], rows[i + 1:]
   others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
   # `simulation.guard.UpdateNormGuard`'s reference: in an unguarded run every round is accepted.
   window = [r["update_norm"] for r in rows[:i] if "update_norm" in r][-GUARD_WINDOW:]
-  return TopRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
+  return ReadRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
                   statistics.median(others) if others else math.nan,
                   statistics.median(window) if window else None,
                   rows[i - 1]["ah_loss"], row["ah_loss"],
@@ -90,7 +91,7 @@ def _top_indices(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[int
           if i > 0 and math.isclose(row.get("client_lr", 0.0), top_lr, rel_tol=1e-3)]
 
 
-def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
+def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[ReadRound]:
   """Every round of ``rows`` (`kws_study.read`) whose sampled lr is ``top_lr`` (to 1e-3 relative)."""
   return [_read_round(rows, i) for i in _top_indices(rows, top_lr)]
 
@@ -105,7 +106,7 @@ def knockouts(rows: Sequence[Mapping[str, float]]) -> list[int]:
           and rows[i]["ah_loss"] >= math.log(10) - MARGIN]
 
 
-def read_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[TopRound]:
+def read_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[ReadRound]:
   """The rounds the account reads: every round at ``top_lr`` and every `knockouts` round."""
   return [_read_round(rows, i) for i in sorted(set(_top_indices(rows, top_lr)) | set(knockouts(rows)))]
 
@@ -126,7 +127,7 @@ def collapsed(run: ex.Run) -> bool | None:
   return any(t.collapsed for t in top_rounds(kws_study.read(run.output_dir), grid[1]))
 
 
-def _row(label: str, seed: int, t: TopRound, final: float, then: str) -> list[str]:
+def _row(label: str, seed: int, t: ReadRound, final: float, then: str) -> list[str]:
   later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
            f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
   return [label, str(seed), f"{t.round}", f"{t.lr:g}", f"{t.steps}",
@@ -151,7 +152,8 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
   """The paragraph and table (``page``: a `results.Page`; ``runs``: Table 3's; ``labels``: method
   key -> label) for the runs with AH that sampled their grid's top lr or were knocked back to
   chance at another; nothing if none was."""
-  body, collapsed, floor, below = [], [], [], []  # floor: runs that did not collapse, μ_lr ending at the grid's floor
+  # floor: runs that did not collapse, μ_lr ending at the grid's floor; below: knock-outs below the top
+  body, collapsed, floor, below = [], [], [], []
   tops = set()
   for run in sorted(runs, key=lambda r: (r.cell.row, r.cell.column, r.seed)):
     grid = _grid(run) if "ah" in run.cell.column.split("_") and run.status() == ex.DONE else None
@@ -177,8 +179,8 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
     return
   text = ("**AH's collapses, round by round.** Every round in which AH sampled its grid's top client lr "
           f"({', '.join(f'{x:g}' for x in sorted(tops))}), and any round at another lr that sent a model "
-          f"that had learned (L at most ln 10 − {LEARNED} before it) back to chance (L at least ln 10 − {MARGIN} "
-          "after it), from the runs' metrics.csv: L is the server loss "
+          f"that had learned (L at most ln 10 − {LEARNED} before it) back to chance "
+          f"(L at least ln 10 − {MARGIN} after it), from the runs' metrics.csv: L is the server loss "
           "of the aggregated model on AH's validation sample, measured after the round and before eq. 7 "
           f"moves μ with it (ln 10 = {math.log(10):.3f}: a uniform prediction); μ_lr is read after each "
           f"round's update. A run is marked collapsed when no later round brings L more than {MARGIN} "
@@ -193,5 +195,6 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
              f"{_span(rounds, 'd')} rounds that follow, at every lr sampled there: μ_lr's fall is eq. 7's answer "
              "to that round, not its cause.")
     if floor:
-      text += f" After the same sample {', '.join(floor)} did not collapse, and μ_lr ended at the grid's floor."
+      text += (f" After the same sample {', '.join(floor)} did not collapse, and μ_lr ended at the grid's "
+               "floor.")
   page.lines += [text, ""] + markdown.table(HEADER, body) + [""]
