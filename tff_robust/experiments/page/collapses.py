@@ -86,9 +86,13 @@ def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> ReadRound:
                   rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"])
 
 
+def _is_top(lr: float, top_lr: float) -> bool:
+  """Whether a round's recorded lr is the grid's top (to 1e-3 relative: float32 in metrics.csv)."""
+  return math.isclose(lr, top_lr, rel_tol=1e-3)
+
+
 def _top_indices(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[int]:
-  return [i for i, row in enumerate(rows)
-          if i > 0 and math.isclose(row.get("client_lr", 0.0), top_lr, rel_tol=1e-3)]
+  return [i for i, row in enumerate(rows) if i > 0 and _is_top(row.get("client_lr", 0.0), top_lr)]
 
 
 def top_rounds(rows: Sequence[Mapping[str, float]], top_lr: float) -> list[ReadRound]:
@@ -162,13 +166,13 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
     label = labels.get(run.cell.column, run.cell.column) + (" (iid)" if run.cell.row.endswith("_iid") else "")
     final, died = ex.read_values(run, ex.ACCURACY)[0], None
     for t in read_rounds(kws_study.read(run.output_dir), grid[1]):
-      at_top = math.isclose(t.lr, grid[1], rel_tol=1e-3)
+      at_top = _is_top(t.lr, grid[1])
       tops.add(grid[1])
       then = f"dead since round {died.round}" if died is not None else t.then()
       if died is None and t.collapsed:
         died = t
         collapsed.append(t)
-      if not at_top and died in (None, t):
+      if not at_top and (died is None or died is t):
         below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, ‖Δ_t‖ "
                      f"{t.guard_ratio}× the median of the {GUARD_WINDOW} rounds before it, L "
                      f"{t.loss_before:.2f} → {t.loss_after:.2f}: {then.strip('*')}; grid top {grid[1]:g})")
