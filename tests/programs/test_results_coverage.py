@@ -177,6 +177,31 @@ def test_a_knockout_below_the_grids_top_is_read_and_what_followed_it(tmp_path, l
   assert collapses.collapsed(died) == (then[1] == "dead since round 3")
 
 
+def test_a_top_lr_round_whose_every_client_was_non_finite_is_read_as_no_update(tmp_path):
+  """iid FA+RM+AH: a round at 0.3 × 40 where all 5 clients' updates were non-finite left the model
+  as it was (‖Δ_t‖ 0, L unchanged); it is neither a collapse nor a sample the run survived."""
+  lrs, losses = [0.01, 0.01, 0.3, 0.003, 0.01], [2.0, 1.4, 1.4, 1.3, 1.2]
+  run = FakeRun(tmp_path, "fa_rm_ah", "c0.5_iid", 0, lrs, losses, [0.01, 0.01, 0.005, 0.001, 0.001], 0.71)
+  rows = [dict(r, num_clients=5, nonfinite_clients=5 if r["client_lr"] == 0.3 else 0, update_norm=0.0
+               if r["client_lr"] == 0.3 else 0.1) for r in _rows(lrs, losses)]
+  with open(os.path.join(run.output_dir, "metrics.csv"), "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+  t = collapses.read_rounds(rows, 0.3)[0]
+  assert (t.round, t.clients, t.nonfinite, t.discarded) == (3, 5, 5, True)
+  assert (t.then(), t.guard_ratio) == ("no update: all 5 clients non-finite", "no update")
+  partly = collapses.read_rounds([dict(r, nonfinite_clients=4 if r["client_lr"] == 0.3 else 0) for r in rows], 0.3)[0]
+  assert not partly.discarded and partly.then() == "trained on"
+  page = types.SimpleNamespace(lines=[])
+  collapses.section(page, [run], {"fa_rm_ah": "FA+RM+AH"})
+  cells = [line.split(" | ") for line in page.lines if line.startswith("| FA")]
+  assert [c[5:7] for c in cells] == [["none", "no update"]] and cells[0][-1] == "no update: all 5 clients non-finite |"
+  assert ("No update at all: FA+RM+AH (iid) seed 0 (round 3, lr 0.3 × 20 steps, all 5 clients)" in page.lines[0]
+          and "did not collapse" not in page.lines[0])
+  assert collapses.collapsed(run) is False
+
+
 def test_seed_004_states_the_batch_its_runs_recorded(tmp_path):
   run = ex.Run(ex.build_table("rmah_table1").cells[0], 0, str(tmp_path))
   os.makedirs(run.output_dir)

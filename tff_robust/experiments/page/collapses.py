@@ -47,6 +47,13 @@ class ReadRound:
   mu_before: float
   mu_after: float
   mu_end: float
+  clients: int = 0  # the round's sampled clients
+  nonfinite: int = 0  # of them, those whose update was non-finite (left out of the aggregate)
+
+  @property
+  def discarded(self) -> bool:
+    """Every client's update was non-finite, so the round changed nothing (the model is kept)."""
+    return self.clients > 0 and self.nonfinite >= self.clients
 
   @property
   def collapsed(self) -> bool:
@@ -60,6 +67,8 @@ class ReadRound:
 
   def then(self) -> str:
     """What followed the round: collapsed, at chance for some rounds and learning again, or trained on."""
+    if self.discarded:
+      return f"no update: all {self.clients} clients non-finite"
     if self.collapsed:
       return "**collapsed**"
     if self.at_chance:
@@ -69,6 +78,8 @@ class ReadRound:
   @property
   def guard_ratio(self) -> str:
     """‖Δ_t‖ / `guard_reference`, as the guard would compare it in this unguarded run."""
+    if self.discarded:
+      return "no update"
     return "none before it" if self.guard_reference is None else f"{self.update / self.guard_reference:.1f}"
 
 
@@ -83,7 +94,8 @@ def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> ReadRound:
                   statistics.median(window) if window else None,
                   rows[i - 1]["ah_loss"], row["ah_loss"],
                   tuple(r["ah_loss"] for r in later), tuple(r["client_lr"] for r in later),
-                  rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"])
+                  rows[i - 1]["ah_lr_mu"], row["ah_lr_mu"], rows[-1]["ah_lr_mu"],
+                  int(row.get("num_clients", 0)), int(row.get("nonfinite_clients", 0)))
 
 
 def _is_top(lr: float, top_lr: float) -> bool:
@@ -135,7 +147,7 @@ def _row(label: str, seed: int, t: ReadRound, final: float, then: str) -> list[s
   later = (f"{min(t.later_losses):.3f}–{max(t.later_losses):.3f} over {len(t.later_losses)} rounds at lr "
            f"{min(t.later_lrs):g}–{max(t.later_lrs):g}") if t.later_losses else "none"
   return [label, str(seed), f"{t.round}", f"{t.lr:g}", f"{t.steps}",
-          f"{t.update:.2f} ({t.update / t.median_update:.0f}×)", t.guard_ratio,
+          "none" if t.discarded else f"{t.update:.2f} ({t.update / t.median_update:.0f}×)", t.guard_ratio,
           f"{t.loss_before:.3f} → {t.loss_after:.3f}", later,
           f"{t.mu_before:.4f} → {t.mu_after:.4f} → {t.mu_end:.4f}", f"{final:.1f}", then]
 
@@ -157,7 +169,7 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
   key -> label) for the runs with AH that sampled their grid's top lr or were knocked back to
   chance at another; nothing if none was."""
   # floor: runs that did not collapse, μ_lr ending at the grid's floor; below: knock-outs below the top
-  body, collapsed, floor, below = [], [], [], []
+  body, collapsed, floor, below, discarded = [], [], [], [], []
   tops = set()
   for run in sorted(runs, key=lambda r: (r.cell.row, r.cell.column, r.seed)):
     grid = _grid(run) if "ah" in run.cell.column.split("_") and run.status() == ex.DONE else None
@@ -176,7 +188,10 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
         below.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, ‖Δ_t‖ "
                      f"{t.guard_ratio}× the median of the {GUARD_WINDOW} rounds before it, L "
                      f"{t.loss_before:.2f} → {t.loss_after:.2f}: {then.strip('*')}; grid top {grid[1]:g})")
-      if at_top and not t.collapsed and t.mu_end <= 1.2 * grid[0]:
+      if t.discarded:
+        discarded.append(f"{label} seed {run.seed} (round {t.round}, lr {t.lr:g} × {t.steps} steps, "
+                         f"all {t.clients} clients)")
+      elif at_top and not t.collapsed and t.mu_end <= 1.2 * grid[0]:
         floor.append(f"{label} seed {run.seed} (μ_lr {t.mu_end:.4f} at its end, {final:.1f} % test)")
       body.append(_row(label, run.seed, t, final, then))
   if not body:
@@ -199,6 +214,9 @@ def section(page, runs: Sequence[ex.Run], labels: Mapping[str, str]) -> None:
              f"{_span(rounds, 'd')} rounds that follow, at every lr sampled there: μ_lr's fall is eq. 7's answer "
              "to that round, not its cause.")
     if floor:
-      text += (f" After the same sample {', '.join(floor)} did not collapse, and μ_lr ended at the grid's "
+      text += (f" After the same sample {' and '.join(floor)} did not collapse, and μ_lr ended at the grid's "
                "floor.")
+  if discarded:
+    text += (f" No update at all: {'; '.join(discarded)}, every sampled client's update non-finite, so "
+             "the round left the model as it was (non-finite updates never reach it).")
   page.lines += [text, ""] + markdown.table(HEADER, body) + [""]
