@@ -72,15 +72,18 @@ def test_runs_without_a_commit_are_listed_with_their_seeds_folded(tmp_path):
 class FakeRun:
   """What the collapse account reads of a finished run with AH."""
 
-  def __init__(self, root, column, row, seed, lr, loss, mu, acc):
+  def __init__(self, root, column, row, seed, lr, loss, mu, acc, extra=None):
+    """``extra``: more metrics.csv columns, name -> one value a round."""
     self.cell = ex.Cell(row=row, column=column, cell_id=f"kws_{row}_{column}", flagfiles=())
     self.seed, self.output_dir = seed, os.path.join(root, f"{row}_{column}_s{seed}")
     os.makedirs(self.output_dir)
+    extra = extra or {}
     with open(os.path.join(self.output_dir, "metrics.csv"), "w", newline="") as f:
       w = csv.writer(f)
-      w.writerow(["round", "client_lr", "local_steps", "update_norm", "ah_loss", "ah_lr_mu", "test_accuracy"])
+      w.writerow(["round", "client_lr", "local_steps", "update_norm", "ah_loss", "ah_lr_mu", "test_accuracy",
+                  *extra])
       for t, (h, l, m) in enumerate(zip(lr, loss, mu), start=1):
-        w.writerow([t, h, 20, 5.0 if h == 0.3 else 0.1, l, m, ""])
+        w.writerow([t, h, 20, 5.0 if h == 0.3 else 0.1, l, m, "", *(v[t - 1] for v in extra.values())])
     with open(os.path.join(self.output_dir, "final_metrics.json"), "w") as f:
       json.dump({"test_accuracy": acc}, f)
 
@@ -181,13 +184,10 @@ def test_a_top_lr_round_whose_every_client_was_non_finite_is_read_as_no_update(t
   """iid FA+RM+AH: a round at 0.3 × 40 where all 5 clients' updates were non-finite left the model
   as it was (‖Δ_t‖ 0, L unchanged); it is neither a collapse nor a sample the run survived."""
   lrs, losses = [0.01, 0.01, 0.3, 0.003, 0.01], [2.0, 1.4, 1.4, 1.3, 1.2]
-  run = FakeRun(tmp_path, "fa_rm_ah", "c0.5_iid", 0, lrs, losses, [0.01, 0.01, 0.005, 0.001, 0.001], 0.71)
-  rows = [dict(r, num_clients=5, nonfinite_clients=5 if r["client_lr"] == 0.3 else 0, update_norm=0.0
-               if r["client_lr"] == 0.3 else 0.1) for r in _rows(lrs, losses)]
-  with open(os.path.join(run.output_dir, "metrics.csv"), "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
+  nonfinite = [5 if h == 0.3 else 0 for h in lrs]
+  run = FakeRun(tmp_path, "fa_rm_ah", "c0.5_iid", 0, lrs, losses, [0.01, 0.01, 0.005, 0.001, 0.001], 0.71,
+                extra={"num_clients": [5] * 5, "nonfinite_clients": nonfinite})
+  rows = [dict(r, num_clients=5, nonfinite_clients=n) for r, n in zip(_rows(lrs, losses), nonfinite)]
   t = collapses.read_rounds(rows, 0.3)[0]
   assert (t.round, t.clients, t.nonfinite, t.discarded) == (3, 5, 5, True)
   assert (t.then(), t.guard_ratio) == ("no update: all 5 clients non-finite", "no update")
