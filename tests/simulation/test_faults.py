@@ -5,6 +5,7 @@ kill -9 and resume, a round split over two TFF workers."""
 import collections
 import functools
 import json
+import math
 import os
 import re
 import signal
@@ -164,9 +165,10 @@ def _toy_task_process():
   return process_for_task.build_process_for_task(task, cfg).process
 
 
-def _norm_guard_run(tmp_path, rounds, **guard):
+def _norm_guard_run(tmp_path, rounds, nan_round=None, **guard):
   """Toy FedAvg whose clients' features are 100× larger from round 4 on (a corrupted feed): the
-  aggregated update's norm jumps, as in a round of AH's top rate."""
+  aggregated update's norm jumps, as in a round of AH's top rate. In round ``nan_round`` every
+  client's features are NaN instead (every update non-finite, so no update at all)."""
   task = toy.toy_task()
   # A checkpoint at the end only (0.25 CPU-s each): the resumed run starts from the stopped
   # run's last round, and its window from metrics.csv.
@@ -177,9 +179,10 @@ def _norm_guard_run(tmp_path, rounds, **guard):
 
   def spiking(cid, round_num, byzantine=False):
     packed = feed(cid, round_num, byzantine)
-    if round_num < 4:
+    if round_num < 4 and round_num != nan_round:
       return packed
-    scale = lambda x, y: (x * 100.0, y)  # noqa: E731
+    factor = math.nan if round_num == nan_round else 100.0
+    scale = lambda x, y: (x * factor, y)  # noqa: E731
     if isinstance(packed, tf.data.Dataset):
       return packed.map(scale)
     return collections.OrderedDict(packed, data=packed["data"].map(scale))
@@ -209,6 +212,27 @@ def test_update_norm_guard_rejects_the_jump_and_resumes_with_the_same_window(tff
   for a, b in zip(driver.process.get_model_weights(driver.state).trainable,
                   second.process.get_model_weights(second.state).trainable):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_round_without_any_finite_update_stays_out_of_the_guards_window_and_its_resume(tff_rt, tmp_path):
+  """Round 2's clients all train on NaN features: no update reaches the model and ‖Δ‖ reads 0.
+  The guard neither rejects it nor takes the 0 into its window, live or read back on resume."""
+  driver = _norm_guard_run(tmp_path / "whole", 4, nan_round=2, update_norm_guard=3.0,
+                           update_norm_guard_window=2)
+  driver.run()
+  h = driver.history
+  assert h[1]["nonfinite_clients"] == h[1]["num_clients"] == 3.0 and h[1]["update_norm"] == 0.0
+  assert [r["rejected_round"] for r in h] == [0.0, 0.0, 0.0, 1.0]
+  assert h[2]["guard_update_norm_ref"] == h[0]["update_norm"]  # not the median of it and 0
+  assert h[3]["guard_update_norm_ref"] == pytest.approx(np.median([h[0]["update_norm"], h[2]["update_norm"]]))
+  first = _norm_guard_run(tmp_path / "resumed", 2, nan_round=2, update_norm_guard=3.0,
+                          update_norm_guard_window=2)
+  first.run()
+  second = _norm_guard_run(tmp_path / "resumed", 4, nan_round=2, update_norm_guard=3.0,
+                           update_norm_guard_window=2)
+  second.run()
+  assert [r["guard_update_norm_ref"] for r in second.history] == [r["guard_update_norm_ref"] for r in h[2:]]
+  assert [r["rejected_round"] for r in second.history] == [0.0, 1.0]
 
 
 def test_rejected_round_advances_the_round_and_teaches_the_ah_policy(tff_rt, tmp_path):

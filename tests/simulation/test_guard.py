@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard, accepted_update_norms
+from tff_robust.common.round_rows import accepted_update_norms
+from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard
 
 
 def test_rejects_a_non_finite_or_too_large_loss_and_keeps_the_last_accepted_reference():
@@ -51,6 +52,28 @@ def test_update_norm_guard_starts_from_the_accepted_rounds_of_a_resumed_run():
   guard = UpdateNormGuard(2.0, window=2)
   guard.start(accepted_update_norms(history))
   assert guard.accepted == [2.0, 3.0] and guard.reference() == 2.5
+
+
+def test_a_round_whose_every_client_update_was_non_finite_is_no_sample_of_the_window():
+  """Such a round leaves the model as it was and reports ‖Δ‖ = 0: were it accepted, the zero
+  would pull the median down and make the guard reject ordinary steps after it."""
+  guard = UpdateNormGuard(3.0, window=3)
+  guard.start([2.0, 2.0, 2.0])
+  m = {"update_norm": 0.0, "num_clients": 5.0, "nonfinite_clients": 5.0, "skipped_round": 0.0}
+  assert not guard.rejects(m) and m["guard_update_norm_ref"] == 2.0
+  # The aggregator's own non-finite check counts too (the server step's condition).
+  assert not guard.rejects({"update_norm": 0.0, "num_clients": 5.0, "nonfinite_clients": 2.0,
+                            "agg_nonfinite_count": 3.0})
+  assert guard.accepted == [2.0, 2.0, 2.0]
+  # One surviving client is an update: 5 ≤ 3 × 2 is accepted and joins the window.
+  assert not guard.rejects({"update_norm": 5.0, "num_clients": 5.0, "nonfinite_clients": 4.0})
+  assert guard.accepted == [2.0, 2.0, 5.0]
+  history = [{"update_norm": 3.0, "num_clients": 5.0, "nonfinite_clients": 0.0, "rejected_round": 0.0},
+             {"update_norm": 0.0, "num_clients": 5.0, "nonfinite_clients": 5.0, "rejected_round": 0.0},
+             {"update_norm": 0.0, "num_clients": 5.0, "nonfinite_clients": 1.0,
+              "agg_nonfinite_count": 4.0, "rejected_round": 0.0},
+             {"update_norm": 4.0, "num_clients": 5.0, "nonfinite_clients": 4.0, "rejected_round": 0.0}]
+  assert accepted_update_norms(history) == [3.0, 4.0]
 
 
 @pytest.mark.parametrize("factor,window,flag", [(1.0, 5, "update_norm_guard"), (0.5, 5, "update_norm_guard"),

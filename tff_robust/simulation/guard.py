@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from tff_robust.common.round_rows import updated_model
+
 
 class DivergenceGuard:
   """``loss_of(state)``: the loss of a state's model on the guard's sample."""
@@ -45,7 +47,8 @@ class DivergenceGuard:
 class UpdateNormGuard:
   """Rejects a round whose ‖Δ_t‖ (the ``update_norm`` metric) is not finite or exceeds
   ``factor`` × the median of the last ``window`` accepted rounds' norms. Until a round has been
-  accepted there is no reference, and only a non-finite norm is rejected."""
+  accepted there is no reference, and only a non-finite norm is rejected. A round in which no
+  client's update survived (`updated_model`) is neither rejected nor part of the window."""
 
   def __init__(self, factor: float, window: int):
     if factor <= 1:
@@ -71,19 +74,9 @@ class UpdateNormGuard:
     norm = metrics.get("update_norm", 0.0)
     ref = self.reference()
     metrics["guard_update_norm_ref"] = float("nan") if ref is None else ref
+    if not updated_model(metrics):  # nothing to reject, and its zero norm is no reference
+      return False
     if not np.isfinite(norm) or (ref is not None and norm > self.factor * ref):
       return True
     self.accepted = (self.accepted + [float(norm)])[-self.window:]
     return False
-
-
-def accepted_update_norms(history: Iterable[dict[str, float]]) -> list[float]:
-  """The ``update_norm`` of each accepted round of ``history`` (metrics rows in round order):
-  rounds that trained (not skipped) and were not rejected."""
-  out = []
-  for row in history:
-    norm = row.get("update_norm")
-    if norm is None or not np.isfinite(norm) or row.get("skipped_round", 0.0) or row.get("rejected_round", 0.0):
-      continue
-    out.append(float(norm))
-  return out

@@ -24,12 +24,13 @@ from tff_robust.algorithms.config import ProcessConfig
 from tff_robust.algorithms.process import RobustProcess
 from tff_robust.common import hard_stop, interrupts, options, run_lock, strict_json
 from tff_robust.common.options import option, seed_option
+from tff_robust.common.round_rows import accepted_update_norms
 from tff_robust.simulation import client_states
 from tff_robust.simulation import privacy_accounting
 from tff_robust.simulation.checkpoints import CheckpointMismatchError, RunCheckpoints
 from tff_robust.simulation.client_data import ClientFeed
 from tff_robust.simulation.client_metrics import ClientMetricsWriter
-from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard, accepted_update_norms
+from tff_robust.simulation.guard import DivergenceGuard, UpdateNormGuard
 from tff_robust.simulation.releases import RunReleases, to_float_dict
 from tff_robust.simulation.selection import ClientSelection, num_sampled
 from tff_robust.tasks.base import Task

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from tff_robust import experiments as ex
 from tff_robust.common import markdown
+from tff_robust.common.round_rows import accepted_update_norms
 from tff_robust.experiments import kws_study
 from tff_robust.experiments.runs import flag_values
 
@@ -86,9 +87,10 @@ class ReadRound:
 def _read_round(rows: Sequence[Mapping[str, float]], i: int) -> ReadRound:
   """Round ``rows[i]`` (``i`` ≥ 1) and what followed it."""
   row, later = rows[i], rows[i + 1:]
-  others = [r["update_norm"] for k, r in enumerate(rows) if k != i and "update_norm" in r]
-  # `simulation.guard.UpdateNormGuard`'s reference: in an unguarded run every round is accepted.
-  window = [r["update_norm"] for r in rows[:i] if "update_norm" in r][-GUARD_WINDOW:]
+  others = accepted_update_norms(r for k, r in enumerate(rows) if k != i)
+  # `simulation.guard.UpdateNormGuard`'s reference: in an unguarded run every round that updated
+  # the model is accepted.
+  window = accepted_update_norms(rows[:i])[-GUARD_WINDOW:]
   return ReadRound(int(row["round"]), row["client_lr"], int(row["local_steps"]), row["update_norm"],
                   statistics.median(others) if others else math.nan,
                   statistics.median(window) if window else None,
