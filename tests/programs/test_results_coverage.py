@@ -60,11 +60,15 @@ def test_runs_without_a_commit_are_listed_with_their_seeds_folded(tmp_path):
   t1 = [_record(tmp_path / f"cell_a_s{s}", None) for s in range(3)] + [_record(tmp_path / "cell_b_s0", "abc")]
   s4 = [_record(tmp_path / f"opt_s{s}", "") for s in range(2)]
   ok = [_record(tmp_path / "kws_s0", "abc"), str(tmp_path / "no_record_s0")]
-  lines = commits.lines({"Table 1": t1, "Seed 004": s4, "Table 3": ok}, str(tmp_path))
+  two = [_record(tmp_path / f"guard_s{s}", "abc") for s in range(2)]
+  old = [_record(tmp_path / "old_s0", None)]
+  lines = commits.lines({"Table 1": t1, "Seed 004": s4, "Table 3": ok, "Guard": two, "Old": old}, str(tmp_path))
   assert "- Table 1: 3 of 4: `cell_a_s{0,1,2}`." in lines
   assert "- Seed 004: all 2 of its runs." in lines
-  assert "- Table 3: none (all 1 of its runs name their commit)." in lines
-  assert "5 of the page's 7 runs with a record are older" in lines[2]
+  assert "- Table 3: none (its one run names its commit)." in lines
+  assert "- Guard: none (all 2 of its runs name their commit)." in lines
+  assert "- Old: its one run." in lines
+  assert "6 of the page's 10 runs with a record are older" in lines[2]
   _record(tmp_path / "h" / "deeper" / "x_s1", None)
   assert commits.records_under(str(tmp_path / "h")) == [str(tmp_path / "h" / "deeper" / "x_s1")]
 
