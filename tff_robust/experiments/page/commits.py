@@ -57,11 +57,12 @@ def lines(sections: Mapping[str, Sequence[str]], root: str) -> list[str]:
     total, missing = total + len(dirs), missing + len(without)
     if not dirs:
       continue
+    one = len(dirs) == 1
     if not without:
-      body.append(f"- {name}: none (" + ("its one run names its commit)." if len(dirs) == 1
-                                        else f"all {len(dirs)} of its runs name their commit)."))
+      named = "its one run names its commit" if one else f"all {len(dirs)} of its runs name their commit"
+      body.append(f"- {name}: none ({named}).")
     elif len(without) == len(dirs):
-      body.append(f"- {name}: " + ("its one run." if len(dirs) == 1 else f"all {len(dirs)} of its runs."))
+      body.append(f"- {name}: {'its one run' if one else f'all {len(dirs)} of its runs'}.")
     else:
       body.append(f"- {name}: {len(without)} of {len(dirs)}: {folded(without, root)}.")
   return (["## Runs that record no commit", "",
