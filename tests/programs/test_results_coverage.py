@@ -64,9 +64,9 @@ def test_runs_without_a_commit_are_listed_with_their_seeds_folded(tmp_path):
   old = [_record(tmp_path / "old_s0", None)]
   lines = commits.lines({"Table 1": t1, "Seed 004": s4, "Table 3": ok, "Guard": two, "Old": old}, str(tmp_path))
   assert "- Table 1: 3 of 4: `cell_a_s{0,1,2}`." in lines
-  assert "- Seed 004: all 2 of its runs." in lines
+  assert "- Seed 004: both its runs." in lines
   assert "- Table 3: none (its one run names its commit)." in lines
-  assert "- Guard: none (all 2 of its runs name their commit)." in lines
+  assert "- Guard: none (both its runs name their commit)." in lines
   assert "- Old: its one run." in lines
   assert "6 of the page's 10 runs with a record are older" in lines[2]
   _record(tmp_path / "h" / "deeper" / "x_s1", None)

@@ -25,10 +25,13 @@ def _corpus(root):
 
 
 def _record(root, folder, row, seed, guarded, accuracy=None, after=2.0, top=4, rejected=(), last_round=30,
-            extra=()):
+            extra=(), parts=None):
   """A FA+RM+AH run of ``row`` at ``root/folder`` as the runner leaves it: AH samples its grid's top lr
   (0.3) at round ``top``, L is ``after`` in every later round; the guard's ``rejected`` rounds; done
-  with ``accuracy`` (a fraction) at round 30, else stopped after ``last_round``."""
+  with ``accuracy`` (a fraction) at round 30, else stopped after ``last_round``. Its training loss is
+  every run's from round 1 to the round before ``parts`` (default: the round after its first rejection,
+  never without one), its own from there."""
+  parts = parts or (rejected[0] + 1 if rejected else last_round + 1)
   flags = (guard.GUARD_FLAGS if guarded else ()) + tuple(extra)
   over = ex.Overrides(rounds=30, data_dir=_corpus(root), extra_flags=flags)
   table = ex.select(ex.build_table("rmah_table3"), ["FA+RM+AH"], [row])
@@ -38,10 +41,10 @@ def _record(root, folder, row, seed, guarded, accuracy=None, after=2.0, top=4, r
     json.dump({"cell": run.cell.cell_id, "seed": seed, "flags": run.signature(), "commit": "abc"}, f)
   with open(os.path.join(run.output_dir, "metrics.csv"), "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(["round", "client_lr", "local_steps", "update_norm", "ah_loss", "ah_lr_mu", "rejected_round",
-                "test_accuracy"])
+    w.writerow(["round", "client_lr", "local_steps", "train_loss", "update_norm", "ah_loss", "ah_lr_mu",
+                "rejected_round", "test_accuracy"])
     for t in range(1, last_round + 1):
-      w.writerow([t, 0.3 if t == top else 0.01, 20, 9.0 if t == top else 0.2,
+      w.writerow([t, 0.3 if t == top else 0.01, 20, 1.0 + t / 100 + (0.5 if t >= parts else 0.0), 9.0 if t == top else 0.2,
                   2.0 if top is None or t < top else 2.5 if t == top else after, 0.01, int(t in rejected),
                   accuracy if accuracy is not None and t == last_round else ""])
   if accuracy is not None:
@@ -134,12 +137,12 @@ def test_the_section_pairs_the_plans_runs_and_reads_collapses_by_the_pages_crite
   page = _section(tmp_path)
   collapsed = "**yes**" if verdict == guard.DOES_NOT else "no"
   assert [line for line in page.lines if line.startswith("| one keyword") or line.startswith("| iid")] == [
-      "| one keyword per client | 0 | 40.0 | no | 4 | 13.0 | **yes** | +27.0 |",
-      "| one keyword per client | 1 | 27.0 | no | none | 29.0 | no | -2.0 |",
-      "| one keyword per client | 2 | 31.0 | no | none | 33.0 | no | -2.0 |",
-      f"| iid | 0 | 80.0 | {collapsed} | 4, 13 | 10.0 | **yes** | +70.0 |",
-      "| iid | 1 | 70.0 | no | none | 71.0 | no | -1.0 |",
-      "| iid | 2 | running: round 17 | not yet | 9 so far | pending | no record | not yet |"]
+      "| one keyword per client | 0 | 40.0 | no | 4 | 13.0 | **yes** | 4 | +27.0 |",
+      "| one keyword per client | 1 | 27.0 | no | none | 29.0 | no | 30 (all) | -2.0 |",
+      "| one keyword per client | 2 | 31.0 | no | none | 33.0 | no | 30 (all) | -2.0 |",
+      f"| iid | 0 | 80.0 | {collapsed} | 4, 13 | 10.0 | **yes** | 4 | +70.0 |",
+      "| iid | 1 | 70.0 | no | none | 71.0 | no | 3 | -1.0 |",  # Table 3's run sampled lr 0.3 at round 4
+      "| iid | 2 | running: round 17 | not yet | 9 so far | pending | no record | not yet | not yet |"]
   text = "\n".join(page.lines)
   assert f"**The collapses (seed 0): {verdict}** ({guard.VERDICT_WORDS[verdict]}) — one keyword per client: guarded 40.0 % (no collapse, " \
          "rejected rounds 4) vs 13.0 % unguarded, +27.0; iid: guarded 80.0 % (" in text
@@ -149,6 +152,31 @@ def test_the_section_pairs_the_plans_runs_and_reads_collapses_by_the_pages_crite
   assert ("- running (not finished): `guard_kws/seed2_guarded/rmah_kws_c1.0_iid_fa_rm_ah_s2`." in page.lines)
   assert ("- not on record yet: `guard_kws/seed2_unguarded/rmah_kws_c1.0_iid_fa_rm_ah_s2`." in page.lines)
   assert text.index("> - **The guard prevents the collapses**") < text.index("| clients |")
+  # Only the iid seed-1 pair parts before the guard acts (it never rejected; Table 3's run took lr 0.3 at round 4).
+  assert ("Not the guard's: in the iid seed-1 pair the records differ from round 4, and the guard rejected no "
+          "round, so such a pair's difference") in text
+  assert text.count("Not the guard's") == 1 and "why the records part" not in text  # no machine check here
+  assert "The rule's verdict above" not in text  # both seed-0 pairs show the guard acting
+
+
+def test_a_pair_that_parts_before_the_guards_first_rejection_is_named_with_the_machine_check(tmp_path):
+  r = str(tmp_path)
+  _record(r, "guard_kws", NONIID, 0, True, 0.40, after=UP, rejected=(4,))  # parts at round 5: the guard's
+  _record(r, "", NONIID, 0, False, 0.13, after=FLAT)
+  _record(r, "guard_kws", IID, 0, True, 0.50, after=UP, rejected=(9,), parts=1)  # parts at round 1
+  _record(r, "", IID, 0, False, 0.10, after=FLAT)
+  os.makedirs(os.path.join(r, "guard_kws", "machine_check"))
+  open(os.path.join(r, guard.MACHINE_CHECK), "w").close()
+  pairs = guard.gather(r, _corpus(r))
+  assert [(p.identical_through, p.parts_before_the_guard) for p in pairs if p.seed == 0] == [(4, False), (0, True)]
+  text = "\n".join(_section(tmp_path).lines)
+  assert ("Not the guard's: in the iid seed-0 pair the records differ from round 1, before the guard's first "
+          "rejection (round 9), so such a pair's difference") in text
+  assert ("not the guard's doing ([why the records part](runs/guard_kws/machine_check/README.md)). The rule's verdict "
+          "above is given as the plan wrote it; of its seed-0 pairs, the guard acted in the one keyword per client "
+          "pair only.") in text
+  assert "| iid | 0 | 50.0 | no | 9 | 10.0 | **yes** | none | +40.0 |" in text
+  assert "**The collapses (seed 0): prevents**" in text  # the rule's verdict is the plan's, with the caveat beside it
 
 
 def test_without_records_every_run_is_pending_and_nothing_is_judged(tmp_path):
@@ -171,8 +199,8 @@ def test_a_run_without_final_metrics_is_running_and_one_of_other_flags_is_not_re
   _record(r, "", NONIID, 0, False, 0.13, after=FLAT)
   _record(r, "guard_kws", IID, 0, True, 0.8, extra=("--update_norm_guard_window=3",))  # not the plan's guard
   rows = [line for line in _section(tmp_path).lines if "| 0 |" in line]
-  assert rows == ["| one keyword per client | 0 | running: round 12 | not yet | 4 so far | 13.0 | **yes** | not yet |",
-                  "| iid | 0 | made with other flags | no record | no record | pending | no record | not yet |"]
+  assert rows == ["| one keyword per client | 0 | running: round 12 | not yet | 4 so far | 13.0 | **yes** | not yet | not yet |",
+                  "| iid | 0 | made with other flags | no record | no record | pending | no record | not yet | not yet |"]
   pairs = guard.gather(r, _corpus(r))
   assert guard.collapse_verdict(pairs) is None
 

@@ -57,12 +57,11 @@ def lines(sections: Mapping[str, Sequence[str]], root: str) -> list[str]:
     total, missing = total + len(dirs), missing + len(without)
     if not dirs:
       continue
-    one = len(dirs) == 1
+    runs = {1: "its one run", 2: "both its runs"}.get(len(dirs), f"all {len(dirs)} of its runs")
     if not without:
-      named = "its one run names its commit" if one else f"all {len(dirs)} of its runs name their commit"
-      body.append(f"- {name}: none ({named}).")
+      body.append(f"- {name}: none ({runs} {'names its' if len(dirs) == 1 else 'name their'} commit).")
     elif len(without) == len(dirs):
-      body.append(f"- {name}: {'its one run' if one else f'all {len(dirs)} of its runs'}.")
+      body.append(f"- {name}: {runs}.")
     else:
       body.append(f"- {name}: {len(without)} of {len(dirs)}: {folded(without, root)}.")
   return (["## Runs that record no commit", "",

@@ -8,7 +8,10 @@ in ``ROOT/guard_kws/`` (`FOLDER`), the unguarded arm the committed Table 3 runs 
 seed 2: both arms new, in `SEED2_GUARDED` and `SEED2_UNGUARDED` (their runs of other seeds are not
 read). Each run is read by the runner's state (`runs.Run.status`) and its final test accuracy by
 the runner's `read_values`; a run is collapsed by the page's criterion (`collapses.collapsed`);
-the guard's rejected rounds are the rounds its metrics.csv marks ``rejected_round``.
+the guard's rejected rounds are the rounds its metrics.csv marks ``rejected_round``. Until its first
+rejection a guarded run is its unguarded pair's computation, so each pair shows through which round
+the two records agree in every training column (`identical_through`): a pair whose arms part before
+any rejection differs for another reason than the guard (its verdict line says so).
 
 The rule (`collapse_verdict`, `cost_pairs`): the guard **prevents** the collapses if neither
 guarded seed-0 run collapses and each ends ≥ `GAIN` points above its unguarded pair, **does not**
@@ -46,6 +49,9 @@ PREVENTS, DOES_NOT, PARTLY = "prevents", "does not", "partly"
 VERDICT_WORDS = {PREVENTS: f"neither guarded run collapsed and each gained at least {GAIN:g} points",
                  DOES_NOT: "a guarded seed-0 run collapsed", PARTLY: f"no collapse, a gain under {GAIN:g} points"}
 DONE, RUNNING, PENDING, OTHER_FLAGS = "done", "running", "pending", "made with other flags"
+# The per-round training columns compared between a pair's records: AH's sample, the clients' loss, ‖Δ_t‖.
+TRAINING = ("client_lr", "local_steps", "train_loss", "update_norm")
+MACHINE_CHECK = os.path.join(FOLDER, "machine_check", "README.md")  # why a pair's arms may part early
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +88,33 @@ class Pair:
     return g.accuracy - u.accuracy if g.state == DONE and u.state == DONE else None
 
   @property
+  def identical_through(self) -> int | None:
+    """The last round through which both records agree in every `TRAINING` column they share (0: they
+    differ from round 1); None until both runs are done (or without their metrics.csv)."""
+    if self.difference is None:
+      return None
+    g, u = _training_rows(self.guarded.path), _training_rows(self.unguarded.path)
+    if not g or not u:
+      return None
+    shared = [c for c in TRAINING if c in g[0] and c in u[0]]
+    same = 0
+    for a, b in zip(g, u):
+      if any(a[c] != b[c] for c in shared):
+        break
+      same += 1
+    return same
+
+  @property
+  def parts_before_the_guard(self) -> bool:
+    """Whether the arms differ before the guard's first rejection (or, with none, at all): a
+    difference that is not the guard's."""
+    k = self.identical_through
+    if k is None:
+      return False
+    first = self.guarded.rejected[0] if self.guarded.rejected else self.guarded.last_round
+    return k < first
+
+  @property
   def collapse_free(self) -> bool:
     """Both runs done and neither collapsed: a pair the cost is judged on."""
     return self.difference is not None and self.guarded.collapsed is False and self.unguarded.collapsed is False
@@ -105,6 +138,14 @@ def runs(root: str, corpus: str) -> dict[tuple[str, int], tuple[ex.Run, ex.Run]]
     return next(r for r in planned if r.cell.row == row and r.seed == seed)
 
   return {(row, s): tuple(one(row, s, *arm) for arm in where[s]) for row, _ in ROWS for s in SEEDS}
+
+
+def _training_rows(path: str) -> list[dict[str, str]]:
+  """A run's metrics.csv rows in round order, as text (empty without one)."""
+  if not os.path.isfile(os.path.join(path, "metrics.csv")):
+    return []
+  with open(os.path.join(path, "metrics.csv"), newline="") as f:
+    return sorted((r for r in csv.DictReader(f) if r.get("round")), key=lambda r: float(r["round"]))
 
 
 def _metrics(path: str) -> tuple[int, tuple[int, ...]]:
@@ -202,14 +243,22 @@ def stopped_training(arm: Arm) -> bool:
 
 
 HEADER = ["clients", "seed", "guarded: test acc. (%)", "collapsed", "rejected rounds",
-          "unguarded: test acc. (%)", "collapsed", "guarded − unguarded (points)"]
+          "unguarded: test acc. (%)", "collapsed", "records identical through round", "guarded − unguarded (points)"]
+
+
+def _identical(p: Pair) -> str:
+  """``4``, ``none`` (they differ from round 1), ``30 (all)``, or ``not yet``."""
+  k = p.identical_through
+  if k is None:
+    return "not yet"
+  return "none" if k == 0 else f"{k} (all)" if k == p.guarded.last_round == p.unguarded.last_round else str(k)
 
 
 def pair_table(pairs: Sequence[Pair]) -> list[str]:
   """One line per row x seed: each arm's final test accuracy and collapse, the guard's rejected rounds."""
   labels = dict(ROWS)
   body = [[labels[p.row], str(p.seed), p.guarded.cell(), _collapsed(p.guarded), _rejected(p.guarded),
-           p.unguarded.cell(), _collapsed(p.unguarded),
+           p.unguarded.cell(), _collapsed(p.unguarded), _identical(p),
            "not yet" if p.difference is None else f"{p.difference:+.1f}"] for p in pairs]
   return markdown.table(HEADER, body) + [""]
 
@@ -224,14 +273,30 @@ def _pair_words(p: Pair) -> str:
   return words + (f" vs {u.accuracy:.1f} % unguarded, {p.difference:+.1f}" if p.difference is not None else "")
 
 
-def verdict_lines(pairs: Sequence[Pair]) -> list[str]:
-  """The rule's two verdicts: the collapses (seed 0) and the cost where nothing collapsed."""
+def verdict_lines(pairs: Sequence[Pair], root: str | None = None) -> list[str]:
+  """The rule's two verdicts: the collapses (seed 0), a seed-0 pair that parts before the guard acts,
+  and the cost where nothing collapsed (``root``: the runs root, for the machine check's link)."""
   seed0 = [p for p in pairs if p.seed == 0]
   v = collapse_verdict(pairs)
   head = (f"**The collapses (seed 0): {v}** ({VERDICT_WORDS[v]})" if v else
           f"**The collapses (seed 0): not judged yet** ({sum(p.guarded.state == DONE for p in seed0)} of "
           f"{len(seed0)} guarded seed-0 runs done)")
   lines = [head + " — " + "; ".join(_pair_words(p) for p in seed0) + ".", ""]
+  early = [p for p in pairs if p.parts_before_the_guard]
+  if early:
+    link = (f" ([why the records part](runs/{MACHINE_CHECK}))"
+            if root and os.path.isfile(os.path.join(root, MACHINE_CHECK)) else "")
+    text = "Not the guard's: " + "; ".join(
+        f"in the {dict(ROWS)[p.row]} seed-{p.seed} pair the records differ from round {p.identical_through + 1}, "
+        + (f"before the guard's first rejection (round {p.guarded.rejected[0]})" if p.guarded.rejected
+           else "and the guard rejected no round")
+        for p in early) + (", so such a pair's difference, and whether its guarded run met a collapse at all, is "
+                           f"not the guard's doing{link}.")
+    if any(p.seed == 0 for p in early):
+      acting = [dict(ROWS)[p.row] for p in seed0 if p.difference is not None and not p.parts_before_the_guard]
+      text += (" The rule's verdict above is given as the plan wrote it; of its seed-0 pairs, the guard acted in "
+               + (" and ".join(f"the {a} pair" for a in acting) + " only." if acting else "none."))
+    lines += [text, ""]
   found, judged = cost_pairs(pairs), cost(pairs)
   if judged is not None:
     gloss = {HELD: "the guarded runs end higher", FAILED: "the guard costs accuracy there",
@@ -282,5 +347,5 @@ def section(page, root: str, corpus: str) -> None:
                  "rejected rounds from its metrics.csv. Seeds 0–1's unguarded runs are Table 3's; seed 2's "
                  f"arms are both new (`{SEED2_GUARDED}/`, `{SEED2_UNGUARDED}/`).", ""]
   page.lines += pair_table(pairs)
-  page.lines += verdict_lines(pairs)
+  page.lines += verdict_lines(pairs, root)
   page.lines += _pending_lines(pairs, root)
