@@ -179,6 +179,17 @@ def test_a_pair_that_parts_before_the_guards_first_rejection_is_named_with_the_m
   assert "**The collapses (seed 0): prevents**" in text  # the rule's verdict is the plan's, with the caveat beside it
 
 
+def test_a_pair_the_guard_never_touched_is_not_said_to_show_it_acting(tmp_path):
+  r = str(tmp_path)
+  _record(r, "guard_kws", NONIID, 0, True, 0.13, after=FLAT)  # no rejection: the unguarded run, round for round
+  _record(r, "", NONIID, 0, False, 0.13, after=FLAT)
+  _record(r, "guard_kws", IID, 0, True, 0.50, after=UP, parts=1)
+  _record(r, "", IID, 0, False, 0.10, after=FLAT)
+  text = "\n".join(_section(tmp_path).lines)
+  assert "| one keyword per client | 0 | 13.0 | **yes** | none | 13.0 | **yes** | 30 (all) | +0.0 |" in text
+  assert "of its seed-0 pairs, the guard acted in none." in text
+
+
 def test_without_records_every_run_is_pending_and_nothing_is_judged(tmp_path):
   page = _section(tmp_path)  # the plan from the committed copy
   rows = [line for line in page.lines if line.startswith("| one keyword") or line.startswith("| iid")]

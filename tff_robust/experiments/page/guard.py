@@ -293,7 +293,8 @@ def verdict_lines(pairs: Sequence[Pair], root: str | None = None) -> list[str]:
         for p in early) + (", so such a pair's difference, and whether its guarded run met a collapse at all, is "
                            f"not the guard's doing{link}.")
     if any(p.seed == 0 for p in early):
-      acting = [dict(ROWS)[p.row] for p in seed0 if p.difference is not None and not p.parts_before_the_guard]
+      acting = [dict(ROWS)[p.row] for p in seed0
+                if p.difference is not None and p.guarded.rejected and not p.parts_before_the_guard]
       text += (" The rule's verdict above is given as the plan wrote it; of its seed-0 pairs, the guard acted in "
                + (" and ".join(f"the {a} pair" for a in acting) + " only." if acting else "none."))
     lines += [text, ""]
