@@ -150,10 +150,7 @@ def _training_rows(path: str) -> list[dict[str, str]]:
 
 def _metrics(path: str) -> tuple[int, tuple[int, ...]]:
   """The last round of a run's metrics.csv and the rounds it marks rejected ((0, ()) without one)."""
-  if not os.path.isfile(os.path.join(path, "metrics.csv")):
-    return 0, ()
-  with open(os.path.join(path, "metrics.csv"), newline="") as f:
-    rows = [r for r in csv.DictReader(f) if r.get("round")]
+  rows = _training_rows(path)
   rejected = tuple(int(float(r["round"])) for r in rows if float(r.get("rejected_round") or 0) > 0)
   return max((int(float(r["round"])) for r in rows), default=0), rejected
 
