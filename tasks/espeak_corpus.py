@@ -274,6 +274,40 @@ def _manifest(parameters: dict[str, Any], speakers: Sequence[Speaker], words: Se
   }
 
 
+def _checked_split(out_dir: str, scale: Scale, noise: float) -> dict[str, int]:
+  """The speakers per split of ``scale``, after checking the arguments and that ``out_dir`` is
+  absent or empty (`build_corpus` writes nothing before this)."""
+  n, repeats, test_fraction, validation_fraction = (scale.num_speakers, scale.repeats,
+                                                    scale.test_fraction, scale.validation_fraction)
+  if (repeats < 1 or not 0.0 <= test_fraction < 1.0 or not 0.0 <= validation_fraction < 1.0
+      or noise < 0):
+    raise ValueError(
+        f"repeats must be >= 1, test_fraction and validation_fraction in [0, 1) and noise >= 0, "
+        f"got {repeats}, {test_fraction}, {validation_fraction} and {noise}.")
+  counts = scale.split_speakers()
+  if counts["train"] < 1:
+    raise ValueError(
+        f"num_speakers={n} leaves no training speaker with "
+        f"test_fraction={test_fraction}, validation_fraction={validation_fraction}.")
+  if os.path.isdir(out_dir) and os.listdir(out_dir):
+    raise FileExistsError(f"{out_dir} is not empty; remove it or choose another folder.")
+  return counts
+
+
+def _write_lists(folder: str, clips: Sequence[str], speakers: Sequence[Speaker]) -> None:
+  """Speech Commands' ``testing_list.txt`` and ``validation_list.txt`` (the held-out speakers'
+  clips, in ``clips``' order) and the corpus's ``speakers.tsv``."""
+  split = {s.speaker_id: s.split for s in speakers}
+  for name, held in ((speech_commands.TESTING_LIST, "test"),
+                     (speech_commands.VALIDATION_LIST, "validation")):
+    with open(os.path.join(folder, name), "w") as f:
+      f.writelines(rel + "\n" for rel in clips if split[speech_commands.speaker_of(rel)] == held)
+  with open(os.path.join(folder, SPEAKERS_FILE), "w") as f:
+    f.write("speaker\tsplit\tvoice\tvariant\tpitch\tspeed\n")
+    f.writelines(f"{s.speaker_id}\t{s.split}\t{s.voice}\t{s.variant}\t{s.pitch}\t{s.speed}\n"
+                 for s in speakers)
+
+
 def build_corpus(
     out_dir: str,
     num_speakers: int = SPEECH_COMMANDS_SCALE.num_speakers,
@@ -306,18 +340,8 @@ def build_corpus(
   if binary is None:
     raise FileNotFoundError(
         "espeak-ng is not installed; install it with `apt-get install -y espeak-ng`.")
-  if (repeats < 1 or not 0.0 <= test_fraction < 1.0 or not 0.0 <= validation_fraction < 1.0
-      or noise < 0):
-    raise ValueError(
-        f"repeats must be >= 1, test_fraction and validation_fraction in [0, 1) and noise >= 0, "
-        f"got {repeats}, {test_fraction}, {validation_fraction} and {noise}.")
-  counts = Scale(num_speakers, repeats, test_fraction, validation_fraction).split_speakers()
-  if counts["train"] < 1:
-    raise ValueError(
-        f"num_speakers={num_speakers} leaves no training speaker with "
-        f"test_fraction={test_fraction}, validation_fraction={validation_fraction}.")
-  if os.path.isdir(out_dir) and os.listdir(out_dir):
-    raise FileExistsError(f"{out_dir} is not empty; remove it or choose another folder.")
+  counts = _checked_split(out_dir, Scale(num_speakers, repeats, test_fraction, validation_fraction),
+                          noise)
   speakers = make_speakers(num_speakers, seed, counts["validation"], counts["test"])
   parameters = {
       "num_speakers": num_speakers, "repeats": repeats, "test_fraction": test_fraction,
@@ -352,16 +376,7 @@ def build_corpus(
       written = list(pool.map(run, jobs))
     finally:  # on Ctrl-C: the clips not started are dropped, not spoken first
       pool.shutdown(wait=True, cancel_futures=True)
-    split = {s.speaker_id: s.split for s in speakers}
-    for name, held in ((speech_commands.TESTING_LIST, "test"),
-                       (speech_commands.VALIDATION_LIST, "validation")):
-      with open(os.path.join(tmp, name), "w") as f:
-        f.writelines(rel + "\n" for rel, _, _ in written
-                     if split[speech_commands.speaker_of(rel)] == held)
-    with open(os.path.join(tmp, SPEAKERS_FILE), "w") as f:
-      f.write("speaker\tsplit\tvoice\tvariant\tpitch\tspeed\n")
-      f.writelines(f"{s.speaker_id}\t{s.split}\t{s.voice}\t{s.variant}\t{s.pitch}\t{s.speed}\n"
-                   for s in speakers)
+    _write_lists(tmp, [rel for rel, _, _ in written], speakers)
     manifest = _manifest(parameters, speakers, words, {r: d for r, d, _ in written},
                          sum(n for _, _, n in written), binary)
     strict_json.write(os.path.join(tmp, speech_commands.MANIFEST), manifest, indent=1, sort_keys=True,

@@ -9,7 +9,7 @@ from helpers.paths import ROOT
 # Folder -> the package it installs as (tasks/ and flags/ sit at the repository's root).
 PACKAGES = {"tff_robust": "tff_robust", "tasks": "tff_robust.tasks", "flags": "tff_robust.flags"}
 MAX_FUNCTION_LINES = 100
-FUNCTION_FOLDERS = ("tff_robust", "flags")
+FUNCTION_FOLDERS = ("tff_robust", "tasks", "flags")
 
 
 def _modules() -> dict[str, str]:
