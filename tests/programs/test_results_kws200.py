@@ -226,6 +226,8 @@ def test_the_committed_records_read_through_the_plan(tmp_path):
   assert [records.found[("A", method)][seed].cell() for seed in (0, 1, 2) for method in ("fa", "fa_rm")] == [
       "63.6 (+2.0, still rising)", "61.1 (+1.8)", "64.4 (+2.8, still rising)",
       "68.5 (+3.4, still rising)", "63.9 (+2.5, still rising)", "66.3 (+4.3, still rising)"]
+  # Arm B's FA seed 0 (made at 6059372): still near chance at 200 rounds (19.4, 19.2, 10.1 at 180-200).
+  assert records.found[("B", "fa")][0].cell() == "16.2 (+0.8)"
   d = kws200.differences(records.found, "A")
   assert [round(d[s], 1) for s in (0, 1, 2)] == [-2.6, 4.0, 2.3]
   assert kws200.verdict_a(d) == kws200.REFUTED  # mean +1.3 ± 2.0: mean ≤ +5, SE ≤ 5
