@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
-import decimal
 import json
 import os
 from collections.abc import Mapping
@@ -30,7 +29,7 @@ from tff_robust.common import markdown
 from tff_robust.common.paired import paired_difference
 from tff_robust.experiments.page import collapses, commits, coverage
 from tff_robust.experiments.page.plan import command_path, flagfile_rounds, fmt
-from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3
+from tff_robust.experiments.page.seeds import ORDERINGS_T3_HALF, RMAH_TABLE3, rmah_table3_mean
 from tff_robust.experiments.page.verdicts import claims_table
 from tff_robust.experiments.runs import REPO, flag_values, recorded_flags, rounds_of
 from tff_robust.experiments.tables import expand_args, flagfile_path, overlay_values
@@ -185,13 +184,9 @@ def accuracy_table(found: Found) -> list[str]:
   return markdown.table(header, body) + [""]
 
 
-def _paper_mean(row: str, method: str) -> decimal.Decimal:
-  return decimal.Decimal(RMAH_TABLE3[row][method].split(" ± ")[0])
-
-
 def paper_difference(row: str, method: str) -> str:
   """The paper's means' difference method − FA, exact (``+63.45``)."""
-  return f"{_paper_mean(row, method) - _paper_mean(row, 'fa'):+}"
+  return f"{rmah_table3_mean(row, method) - rmah_table3_mean(row, 'fa'):+}"
 
 
 def difference_table(found: Found) -> list[str]:
