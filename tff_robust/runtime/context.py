@@ -23,7 +23,9 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 from tensorflow_federated.python.core.backends.native import compiler
+from tensorflow_federated.python.core.environments.tensorflow_backend import tensorflow_tree_transformations
 from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+from tensorflow_federated.python.core.impl.computation import computation_impl
 from tensorflow_federated.python.core.impl.context_stack import context_stack_impl
 from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
 from tensorflow_federated.python.core.impl.execution_contexts import async_execution_context
@@ -146,9 +148,22 @@ def _executor_factory(stub) -> python_executor_stacks.ResourceManagingExecutorFa
   return python_executor_stacks.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn)
 
 
-def _context_kwargs() -> dict:
+def _compile_without_grappler(comp):
+  """TFF's native compile (`compiler.desugar_and_transform_to_native`: intrinsics desugared, then
+  call-dominant form with cache ids) without its static Grappler pass over every TensorFlow graph.
+  Grappler rewrites are meant to preserve the computed values; the pass is there to inline
+  functions for GPU placement, and costs each new computation compile time."""
+  desugared, _ = tensorflow_tree_transformations.replace_intrinsics_with_bodies(comp.to_building_block())
+  return compiler.transform_to_native_form(
+      computation_impl.ConcreteComputation(computation_proto=desugared.proto,
+                                           context_stack=context_stack_impl.context_stack),
+      grappler_config=None)
+
+
+def _context_kwargs(static_grappler: bool = True) -> dict:
   return dict(
-      compiler_fn=compiler.desugar_and_transform_to_native,
+      compiler_fn=(compiler.desugar_and_transform_to_native if static_grappler
+                   else _compile_without_grappler),
       transform_args=tensorflow_computation.transform_args,
       transform_result=tensorflow_computation.transform_result)
 
@@ -167,21 +182,26 @@ class Runtime:
 
   With no ``addresses`` a local worker is started; with ``addresses``
   (``host:port`` of running ``worker_binary`` services) a round's clients are
-  split across them with TFF's mergeable execution context.
+  split across them with TFF's mergeable execution context. ``static_grappler=False`` compiles
+  without TFF's static Grappler pass (`_compile_without_grappler`; the test suite's shared runtime,
+  where compiling is most of the cost); programs keep TFF's compile.
   """
 
-  def __init__(self, addresses: Sequence[str] = (), log_path: str | None = None):
+  def __init__(self, addresses: Sequence[str] = (), log_path: str | None = None,
+               static_grappler: bool = True):
     self._procs: list[subprocess.Popen] = []
     self._addresses = list(addresses)
     self._log_path = log_path
+    self._static_grappler = static_grappler
     self.context = None
     self._previous = None
 
   def start(self) -> "Runtime":
     if self._addresses:
       stubs = [_stub(a) for a in self._addresses]
-      contexts = [async_execution_context.AsyncExecutionContext(
-          executor_fn=_executor_factory(s), **_context_kwargs()) for s in stubs]
+      kwargs = _context_kwargs(self._static_grappler)
+      contexts = [async_execution_context.AsyncExecutionContext(executor_fn=_executor_factory(s), **kwargs)
+                  for s in stubs]
       self.context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     else:
       proc, port = start_worker(log_path=self._log_path)
@@ -189,7 +209,7 @@ class Runtime:
       hard_stop.own(proc.pid)  # a stop forced from a thread kills it too
       stub = _WatchedStub(_stub(f"localhost:{port}"), proc, self._log_path)
       self.context = sync_execution_context.SyncExecutionContext(
-          executor_fn=_executor_factory(stub), **_context_kwargs())
+          executor_fn=_executor_factory(stub), **_context_kwargs(self._static_grappler))
     self._previous = context_stack_impl.context_stack._stack[0]  # pylint: disable=protected-access
     context_stack_impl.context_stack.set_default_context(self.context)
     atexit.register(self.close)
@@ -214,9 +234,10 @@ class Runtime:
 
 
 @contextlib.contextmanager
-def tff_runtime(addresses: Sequence[str] = (), log_path: str | None = None) -> Iterator[Runtime]:
+def tff_runtime(addresses: Sequence[str] = (), log_path: str | None = None,
+                static_grappler: bool = True) -> Iterator[Runtime]:
   """``with tff_runtime() as rt:`` runs TFF computations; no worker survives the block."""
-  runtime = Runtime(addresses, log_path).start()
+  runtime = Runtime(addresses, log_path, static_grappler).start()
   try:
     yield runtime
   finally:
