@@ -13,7 +13,7 @@ from helpers.toy import SPEC, datasets, make_clients
 
 def test_programs_compile_as_tff_and_the_suite_without_static_grappler(tff_rt):
   assert context._context_kwargs()["compiler_fn"] is compiler.desugar_and_transform_to_native  # pylint: disable=protected-access
-  assert tff_rt._static_grappler is False  # pylint: disable=protected-access
+  assert tff_rt.static_grappler is False
 
 
 def test_rounds_without_static_grappler_equal_tffs_compile(tff_rt):

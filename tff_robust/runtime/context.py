@@ -192,14 +192,14 @@ class Runtime:
     self._procs: list[subprocess.Popen] = []
     self._addresses = list(addresses)
     self._log_path = log_path
-    self._static_grappler = static_grappler
+    self.static_grappler = static_grappler
     self.context = None
     self._previous = None
 
   def start(self) -> "Runtime":
     if self._addresses:
       stubs = [_stub(a) for a in self._addresses]
-      kwargs = _context_kwargs(self._static_grappler)
+      kwargs = _context_kwargs(self.static_grappler)
       contexts = [async_execution_context.AsyncExecutionContext(executor_fn=_executor_factory(s), **kwargs)
                   for s in stubs]
       self.context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
@@ -209,7 +209,7 @@ class Runtime:
       hard_stop.own(proc.pid)  # a stop forced from a thread kills it too
       stub = _WatchedStub(_stub(f"localhost:{port}"), proc, self._log_path)
       self.context = sync_execution_context.SyncExecutionContext(
-          executor_fn=_executor_factory(stub), **_context_kwargs(self._static_grappler))
+          executor_fn=_executor_factory(stub), **_context_kwargs(self.static_grappler))
     self._previous = context_stack_impl.context_stack._stack[0]  # pylint: disable=protected-access
     context_stack_impl.context_stack.set_default_context(self.context)
     atexit.register(self.close)
