@@ -148,7 +148,8 @@ def _executor_factory(stub) -> python_executor_stacks.ResourceManagingExecutorFa
   return python_executor_stacks.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn)
 
 
-def _compile_without_grappler(comp):
+def _compile_without_grappler(
+    comp: computation_impl.ConcreteComputation) -> computation_impl.ConcreteComputation:
   """TFF's native compile (`compiler.desugar_and_transform_to_native`: intrinsics desugared, then
   call-dominant form with cache ids) without its static Grappler pass over every TensorFlow graph.
   Grappler rewrites are meant to preserve the computed values; the pass is there to inline
@@ -184,7 +185,7 @@ class Runtime:
   (``host:port`` of running ``worker_binary`` services) a round's clients are
   split across them with TFF's mergeable execution context. ``static_grappler=False`` compiles
   without TFF's static Grappler pass (`_compile_without_grappler`; the test suite's shared runtime,
-  where compiling is most of the cost); programs keep TFF's compile.
+  which compiles many small computations once each); programs keep TFF's compile.
   """
 
   def __init__(self, addresses: Sequence[str] = (), log_path: str | None = None,
