@@ -228,6 +228,11 @@ def test_the_committed_records_read_through_the_plan(tmp_path):
       "68.5 (+3.4, still rising)", "63.9 (+2.5, still rising)", "66.3 (+4.3, still rising)"]
   # Arm B's FA seed 0 (made at 6059372): still near chance at 200 rounds (19.4, 19.2, 10.1 at 180-200).
   assert records.found[("B", "fa")][0].cell() == "16.2 (+0.8)"
+  # Arm B's FA+RM seeds 0 and 1 (made at 6059372): 71.0 and 69.8 against FA's 16.2 and 41.3.
+  assert [records.found[("B", m)][1].cell() for m in ("fa", "fa_rm")] == ["41.3 (+3.8, still rising)", "69.8 (+1.9)"]
+  d_b = kws200.differences(records.found, "B")
+  assert [round(d_b[s], 1) for s in (0, 1)] == [54.8, 28.4]
+  assert kws200.verdict_b(d_b) == kws200.HELD  # D ≥ +20 on both seeds
   d = kws200.differences(records.found, "A")
   assert [round(d[s], 1) for s in (0, 1, 2)] == [-2.6, 4.0, 2.3]
   assert kws200.verdict_a(d) == kws200.REFUTED  # mean +1.3 ± 2.0: mean ≤ +5, SE ≤ 5
@@ -243,3 +248,4 @@ def test_the_committed_records_read_through_the_plan(tmp_path):
   why = [line for line in page.lines if line.startswith("**Why this differs from the paper.**")]
   assert len(why) == 1 and "reaches 64.0 % (mean over seeds 0, 1, 2)" in why[0]  # (63.6 + 64.4 + 63.9) / 3
   assert "FA rose +2.4 and FA+RM +3.2 points on average, so D moved by +0.7" in why[0]
+  assert "RM does rescue it, at 30 rounds and, by this rule, at 200 (arm B above)" in why[0]
