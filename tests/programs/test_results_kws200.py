@@ -229,6 +229,7 @@ def test_the_committed_records_read_through_the_plan(tmp_path):
   # Arm B's FA seed 0 (made at 6059372): still near chance at 200 rounds (19.4, 19.2, 10.1 at 180-200).
   assert records.found[("B", "fa")][0].cell() == "16.2 (+0.8)"
   # Arm B's FA+RM seeds 0 and 1 (made at 6059372): 71.0 and 69.8 against FA's 16.2 and 41.3.
+  assert records.found[("B", "fa_rm")][0].cell() == "71.0 (+2.5, still rising)"
   assert [records.found[("B", m)][1].cell() for m in ("fa", "fa_rm")] == ["41.3 (+3.8, still rising)", "69.8 (+1.9)"]
   d_b = kws200.differences(records.found, "B")
   assert [round(d_b[s], 1) for s in (0, 1)] == [54.8, 28.4]
